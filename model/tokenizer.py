@@ -1,0 +1,33 @@
+"""Training the joint SentencePiece model over source and target training text."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from pathlib import Path
+
+import sentencepiece as spm
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+def train_sentencepiece(texts: Iterable[str], model_prefix: Path, vocab_size: int) -> Path:
+    """Train one unigram SentencePiece model on `texts`; returns the path of the .model file."""
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts),
+        model_writer=(buffer := io.BytesIO()),
+        vocab_size=vocab_size,
+        model_type="unigram",
+        character_coverage=1.0,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        input_sentence_size=2_000_000,
+        shuffle_input_sentence=True,
+        num_threads=2,
+        minloglevel=2,
+    )
+    path = Path(f"{model_prefix}.model")
+    path.write_bytes(buffer.getvalue())
+    return path

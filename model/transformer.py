@@ -1,0 +1,230 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017), written out.
+
+Shapes: N batch, S source length, T target length, H heads, D d_model, Dh = D / H, V vocabulary.
+Masks are boolean and True where attention is allowed.
+
+Decoding one step at a time uses two caches, each one tensor so that it can cross an ONNX boundary:
+    self_kv  (L, 2, N, H, T, Dh)  keys and values of the target positions decoded so far, per layer
+    cross_kv (L, 2, N, H, S, Dh)  keys and values of the encoder output, computed once per sentence
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from model.config import ModelConfig
+
+
+def sinusoidal_positions(max_len: int, d_model: int) -> Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))."""
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
+    angle = pos / 10000 ** (two_i / d_model)
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle)
+    return pe.float()
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """Scaled dot-product attention softmax(QK^T / sqrt(d_k)) V; returns the output and the weights."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)
+    return weights @ v, weights
+
+
+def causal_mask(length: int, device: torch.device | None = None) -> Tensor:
+    """(T, T) look-ahead mask: position i may attend to positions j <= i."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)."""
+
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.w_q = nn.Linear(d_model, d_model)
+        self.w_k = nn.Linear(d_model, d_model)
+        self.w_v = nn.Linear(d_model, d_model)
+        self.w_o = nn.Linear(d_model, d_model)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """(N, T, D) -> (N, H, T, Dh)"""
+        n, t, d = x.shape
+        return x.view(n, t, self.n_heads, d // self.n_heads).transpose(1, 2)
+
+    def keys_values(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """The per-head keys and values of x, each (N, H, T, Dh)."""
+        return self.split_heads(self.w_k(x)), self.split_heads(self.w_v(x))
+
+    def forward(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """Queries from x (N, Tq, D) attend over the keys and values k, v (N, H, Tk, Dh)."""
+        out, _ = attention(self.split_heads(self.w_q(x)), k, v, mask)
+        n, h, t, dh = out.shape
+        return self.w_o(out.transpose(1, 2).reshape(n, t, h * dh))
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2"""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(self.dropout(F.relu(self.w_1(x))))
+
+
+class Residual(nn.Module):
+    """The residual connection around a sub-layer, with its LayerNorm.
+
+    post-LN (the paper): LayerNorm(x + Dropout(Sublayer(x)))
+    pre-LN:             x + Dropout(Sublayer(LayerNorm(x)))
+    A layer calls `input(x)` to get what its sub-layer reads, then `output(x, y)` with the sub-layer's result y.
+    """
+
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = pre_norm
+
+    def input(self, x: Tensor) -> Tensor:
+        return self.norm(x) if self.pre_norm else x
+
+    def output(self, x: Tensor, y: Tensor) -> Tensor:
+        x = x + self.dropout(y)
+        return x if self.pre_norm else self.norm(x)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.res_attn = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
+        self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
+
+    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
+        h = self.res_attn.input(x)
+        x = self.res_attn.output(x, self.self_attn(h, *self.self_attn.keys_values(h), src_mask))
+        return self.res_ffn.output(x, self.ffn(self.res_ffn.input(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.res_self = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
+        self.res_cross = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
+        self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
+
+    def forward(
+        self,
+        x: Tensor,
+        past_kv: Tensor,
+        cross_kv: Tensor,
+        self_mask: Tensor | None,
+        src_mask: Tensor,
+    ) -> tuple[Tensor, Tensor]:
+        """x (N, T, D) are the new positions; past_kv (2, N, H, Tpast, Dh) the cached ones.
+
+        Returns the new x and this layer's self-attention keys/values over all positions, (2, N, H, Tpast+T, Dh).
+        """
+        h = self.res_self.input(x)
+        k, v = self.self_attn.keys_values(h)
+        k = torch.cat([past_kv[0], k], dim=2)
+        v = torch.cat([past_kv[1], v], dim=2)
+        x = self.res_self.output(x, self.self_attn(h, k, v, self_mask))
+        h = self.res_cross.input(x)
+        x = self.res_cross.output(x, self.cross_attn(h, cross_kv[0], cross_kv[1], src_mask))
+        x = self.res_ffn.output(x, self.ffn(self.res_ffn.input(x)))
+        return x, torch.stack([k, v])
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer with one embedding shared by source, target and the output projection."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        nn.init.normal_(self.embed.weight, mean=0.0, std=cfg.d_model**-0.5)
+        self.register_buffer("positions", sinusoidal_positions(cfg.max_len, cfg.d_model), persistent=False)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_layers))
+        # Pre-LN leaves each stack's output un-normalized, so it ends with one more LayerNorm.
+        self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
+
+    def embed_tokens(self, ids: Tensor, offset: int = 0) -> Tensor:
+        """Embedding * sqrt(d_model) + positional encoding, then dropout; positions start at `offset`."""
+        pe = self.positions[offset : offset + ids.size(1)]
+        return self.dropout(self.embed(ids) * math.sqrt(self.cfg.d_model) + pe)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        """src (N, S) ids, src_mask (N, S) True at real tokens -> encoder output (N, S, D)."""
+        x = self.embed_tokens(src)
+        key_mask = src_mask[:, None, None, :]
+        for layer in self.encoder:
+            x = layer(x, key_mask)
+        return self.encoder_norm(x)
+
+    def cross_keys_values(self, memory: Tensor) -> Tensor:
+        """Every decoder layer's cross-attention keys and values of the encoder output: (L, 2, N, H, S, Dh)."""
+        return torch.stack([torch.stack(layer.cross_attn.keys_values(memory)) for layer in self.decoder])
+
+    def empty_cache(self, batch: int, like: Tensor) -> Tensor:
+        """A self-attention cache with no positions yet: (L, 2, N, H, 0, Dh)."""
+        c = self.cfg
+        return like.new_zeros(c.n_layers, 2, batch, c.n_heads, 0, c.d_head)
+
+    def decode(
+        self,
+        tgt: Tensor,
+        cross_kv: Tensor,
+        src_mask: Tensor,
+        self_kv: Tensor,
+        tgt_mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Run the decoder over the new target positions tgt (N, T) after the cached ones in self_kv.
+
+        With an empty cache and T > 1 this is ordinary (teacher-forced) decoding, under the look-ahead mask
+        and the target padding mask tgt_mask (N, T). With T = 1 it is one step of incremental decoding.
+        Returns the logits (N, T, V) and the grown cache (L, 2, N, H, Tpast + T, Dh).
+        """
+        past = self_kv.size(4)
+        x = self.embed_tokens(tgt, offset=past)
+        self_mask = None
+        if tgt.size(1) > 1:
+            self_mask = causal_mask(tgt.size(1), tgt.device)[None, None]
+            if tgt_mask is not None:
+                self_mask = self_mask & tgt_mask[:, None, None, :]
+        key_mask = src_mask[:, None, None, :]
+        new_kv = []
+        for layer, past_kv, layer_cross_kv in zip(self.decoder, self_kv, cross_kv):
+            x, kv = layer(x, past_kv, layer_cross_kv, self_mask, key_mask)
+            new_kv.append(kv)
+        logits = self.decoder_norm(x) @ self.embed.weight.T
+        return logits, torch.stack(new_kv)
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_mask: Tensor) -> Tensor:
+        """Teacher-forced logits (N, T, V) for training."""
+        cross_kv = self.cross_keys_values(self.encode(src, src_mask))
+        logits, _ = self.decode(tgt_in, cross_kv, src_mask, self.empty_cache(src.size(0), cross_kv), tgt_mask)
+        return logits
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,155 @@
+"""Greedy and beam search over any step-by-step decoder (ONNX Runtime or PyTorch), in NumPy.
+
+A decoder holds the caches of a batch of rows and offers two calls:
+    step(tokens)                  feed one token per row, get the logits of the next one, (rows, V)
+    select(rows, cross_rows)      keep and reorder rows of the self-attention cache; cross_rows, when given,
+                                  does the same for the encoder keys/values (only needed when sentences leave)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+class StepDecoder(Protocol):
+    def step(self, tokens: np.ndarray) -> np.ndarray: ...
+
+    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None: ...
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # without <s> and </s>
+    score: float  # length-normalized log-probability (0.0 for greedy, which does not compute it)
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT's ((5 + length) / 6)^alpha (Wu et al., 2016); alpha 0 means no normalization."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def greedy_search(decoder: StepDecoder, max_lengths: np.ndarray, bos: int, eos: int) -> list[Hypothesis]:
+    """Pick the most likely token at every step; rows leave the batch as soon as they end."""
+    n = len(max_lengths)
+    out = np.full((n, int(max_lengths.max())), eos, dtype=np.int64)
+    alive = np.arange(n)
+    tokens = np.full(n, bos, dtype=np.int64)
+    for t in range(out.shape[1]):
+        tokens = decoder.step(tokens).argmax(axis=-1)
+        out[alive, t] = tokens
+        ended = (tokens == eos) | (t + 1 >= max_lengths[alive])
+        if ended.all():
+            break
+        if ended.any():
+            keep = np.flatnonzero(~ended)
+            decoder.select(keep, keep)
+            alive, tokens = alive[keep], tokens[keep]
+    return [Hypothesis(_until_eos(row, eos), 0.0) for row in out]
+
+
+def beam_search(
+    decoder: StepDecoder,
+    max_lengths: np.ndarray,
+    bos: int,
+    eos: int,
+    beam_size: int,
+    alpha: float = 0.6,
+    n_best: int = 1,
+) -> list[list[Hypothesis]]:
+    """Beam search; the decoder holds beam_size rows per sentence (sentence-major).
+
+    At each step every sentence keeps its beam_size best unfinished continuations out of the 2*beam_size
+    best candidates; a candidate ending in </s> among the beam_size best is set aside as finished.
+    A sentence stops when beam_size hypotheses have finished, or at its maximum length.
+    Returns the n_best finished hypotheses of each sentence, best first.
+    """
+    n, k = len(max_lengths), beam_size
+    finished: list[list[Hypothesis]] = [[] for _ in range(n)]
+    sentences = np.arange(n)  # which sentence each active block of k rows belongs to
+    scores = np.zeros((n, k), dtype=np.float64)
+    scores[:, 1:] = -np.inf  # at the start all beams are the same: only the first may extend
+    history = np.zeros((n, k, 0), dtype=np.int64)
+    tokens = np.full(n * k, bos, dtype=np.int64)
+    for t in range(int(max_lengths.max())):
+        logp = log_softmax(decoder.step(tokens).astype(np.float64))
+        active, vocab = len(sentences), logp.shape[-1]
+        candidates = (scores[:, :, None] + logp.reshape(active, k, vocab)).reshape(active, k * vocab)
+        top = np.argpartition(-candidates, 2 * k, axis=1)[:, : 2 * k]
+        top = np.take_along_axis(top, np.argsort(-np.take_along_axis(candidates, top, 1), axis=1, kind="stable"), 1)
+        top_scores = np.take_along_axis(candidates, top, 1)
+        origin, token = top // vocab, top % vocab
+        at_limit = t + 1 >= max_lengths[sentences]
+        ends = token == eos
+        ends[at_limit, :k] = True  # at the maximum length the k best all end here
+        for b, j in zip(*np.nonzero(ends[:, :k])):
+            if np.isfinite(top_scores[b, j]):
+                seq = history[b, origin[b, j]].tolist() + ([] if token[b, j] == eos else [int(token[b, j])])
+                finished[sentences[b]].append(Hypothesis(seq, top_scores[b, j] / length_penalty(t + 1, alpha)))
+        done = at_limit | np.array([len(finished[s]) >= k for s in sentences])
+        if done.all():
+            break
+        # the k best candidates that go on, per sentence
+        goes_on = ~ends & (np.cumsum(~ends, axis=1) <= k)
+        keep = np.flatnonzero(~done)
+        pick = goes_on[keep]
+        origin = origin[keep][pick].reshape(-1, k)
+        token = token[keep][pick].reshape(-1, k)
+        scores = top_scores[keep][pick].reshape(-1, k)
+        history = np.concatenate([np.take_along_axis(history[keep], origin[:, :, None], 1), token[:, :, None]], 2)
+        rows = (keep[:, None] * k + origin).ravel()
+        cross_rows = None if len(keep) == active else np.repeat(keep * k, k)
+        decoder.select(rows, cross_rows)
+        sentences, tokens = sentences[keep], token.ravel()
+    return [sorted(f, key=lambda h: -h.score)[:n_best] for f in finished]
+
+
+def _until_eos(row: np.ndarray, eos: int) -> list[int]:
+    ends = np.flatnonzero(row == eos)
+    return row[: ends[0] if len(ends) else len(row)].tolist()
+
+
+@dataclass
+class SearchOptions:
+    beam_size: int = 1  # 1 is greedy search
+    length_penalty: float = 0.6  # alpha of length_penalty(), beam search only
+    n_best: int = 1  # hypotheses returned per sentence, at most beam_size
+    max_length_ratio: float = 1.5  # a translation has at most ratio * source tokens + extra tokens
+    max_length_extra: int = 10
+    max_length: int = 256  # and never more than this
+
+
+class StartDecoder(Protocol):
+    def __call__(self, src: np.ndarray, src_mask: np.ndarray, repeat: int) -> StepDecoder:
+        """Encode src (N, S) and return a decoder holding `repeat` rows per sentence."""
+
+
+def pad_batch(sequences: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad id sequences into (N, S) int64 ids and a bool mask that is True at real tokens."""
+    longest = max(len(s) for s in sequences)
+    ids = np.full((len(sequences), longest), pad_id, dtype=np.int64)
+    for i, s in enumerate(sequences):
+        ids[i, : len(s)] = s
+    return ids, ids != pad_id
+
+
+def search(
+    start: StartDecoder, sources: list[list[int]], opts: SearchOptions, pad: int, bos: int, eos: int
+) -> list[list[Hypothesis]]:
+    """Translate a batch of source id sequences (each ending with </s>): n_best hypotheses per sentence."""
+    src, src_mask = pad_batch(sources, pad)
+    lengths = src_mask.sum(axis=1)
+    max_lengths = np.minimum(np.ceil(opts.max_length_ratio * lengths) + opts.max_length_extra, opts.max_length)
+    decoder = start(src, src_mask, opts.beam_size)
+    if opts.beam_size == 1:
+        return [[h] for h in greedy_search(decoder, max_lengths.astype(np.int64), bos, eos)]
+    return beam_search(
+        decoder, max_lengths.astype(np.int64), bos, eos, opts.beam_size, opts.length_penalty, opts.n_best
+    )
