@@ -1,0 +1,90 @@
+"""Export a checkpoint to a self-contained model folder for the service.
+
+    python -m export CHECKPOINT --out MODEL_DIR [--spm SPM] [--variants fp32 int8 fp16]
+
+Writes encoder/decoder graphs for each precision (fp32: encoder.onnx; others: encoder.int8.onnx, ...),
+select.onnx, the SentencePiece model and config.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import onnx
+import onnxruntime
+import torch
+
+from export.graphs import OPSET, export_decoder, export_encoder, write_select_graph
+from model.checkpoint import load_model
+
+VARIANTS = ("fp32", "int8", "fp16")
+
+
+def graph_names(precision: str) -> dict[str, str]:
+    suffix = "" if precision == "fp32" else f".{precision}"
+    return {"encoder": f"encoder{suffix}.onnx", "decoder": f"decoder{suffix}.onnx"}
+
+
+def quantize_int8(src: Path, dst: Path) -> None:
+    """Dynamic int8 quantization of the MatMul weights (activations quantized on the fly), for CPUs."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(src, dst, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"])
+
+
+def convert_fp16(src: Path, dst: Path) -> None:
+    """fp16 weights and arithmetic, for GPUs; inputs and outputs stay fp32 so callers need not change."""
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    graph = convert_float_to_float16(onnx.load(str(src)), keep_io_types=True)
+    onnx.save(graph, str(dst))
+
+
+def export_model(checkpoint: Path, out: Path, spm: Path, variants: list[str]) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    model = load_model(checkpoint)
+    fp32 = graph_names("fp32")
+    export_encoder(model, out / fp32["encoder"])
+    export_decoder(model, out / fp32["decoder"])
+    write_select_graph(out / "select.onnx")
+    convert = {"int8": quantize_int8, "fp16": convert_fp16}
+    for precision in variants:
+        if precision != "fp32":
+            for part, name in graph_names(precision).items():
+                convert[precision](out / fp32[part], out / name)
+    if spm.resolve() != (out / "spm.model").resolve():
+        shutil.copy(spm, out / "spm.model")
+    cfg = model.cfg
+    config = {
+        "name": f"{cfg.src_lang}-{cfg.tgt_lang}",
+        "source_language": cfg.src_lang,
+        "target_language": cfg.tgt_lang,
+        "model": cfg.to_dict(),
+        "graphs": {p: graph_names(p) for p in ["fp32", *[v for v in variants if v != "fp32"]]},
+        "select": "select.onnx",
+        "tokenizer": "spm.model",
+        "opset": OPSET,
+        "versions": {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
+        "parameters": model.num_parameters(),
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return config
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("checkpoint", type=Path)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--spm", type=Path, help="SentencePiece model (default: spm.model beside the checkpoint)")
+    p.add_argument("--variants", nargs="+", choices=VARIANTS, default=["fp32", "int8"])
+    args = p.parse_args(argv)
+    export_model(args.checkpoint, args.out, args.spm or args.checkpoint.parent / "spm.model", args.variants)
+    for f in sorted(args.out.glob("*.onnx")):
+        print(f"{f.name:24s} {f.stat().st_size / 2**20:7.2f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""Every setting of the service, in one place: defaults, or TRANSLATOR_* environment variables, or flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+SHIPPED_MODEL = Path(__file__).resolve().parent.parent / "models" / "en-de"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TRANSLATOR_", protected_namespaces=())
+
+    model_dir: Path = Field(SHIPPED_MODEL, description="model folder written by `python -m export`")
+    host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0 in a container)")
+    port: int = Field(8000, description="port to listen on")
+    provider: Literal["auto", "cuda", "cpu"] = Field("auto", description="ONNX Runtime execution provider")
+    precision: Literal["fp32", "fp16", "int8"] = Field("fp32", description="which graphs of the model folder")
+    threads: int = Field(0, ge=0, description="ONNX Runtime intra-op threads (0: one per core)")
+    optimization: Literal["disable", "basic", "extended", "all"] = Field("all", description="graph optimizations")
+    max_batch_sentences: int = Field(64, ge=1, description="sentences in one translator run")
+    max_batch_tokens: int = Field(4096, ge=1, description="padded source tokens in one translator run")
+    max_wait_ms: float = Field(5.0, ge=0, description="how long a batch waits to fill once it has one sentence")
+    max_queue: int = Field(1024, ge=1, description="sentences waiting; beyond it requests get 503")
+    max_chars: int = Field(5000, ge=1, description="characters in one request")
+    max_sentences: int = Field(64, ge=1, description="sentences in one request, after splitting")
+    max_sentence_tokens: int = Field(250, ge=1, description="source tokens of one sentence")
+    beam_size: int = Field(1, ge=1, description="default beam size (1: greedy)")
+    max_beam_size: int = Field(8, ge=1, description="largest beam_size a request may ask for")
+    max_alternatives: int = Field(3, ge=0, description="most alternatives a request may ask for")
+    length_penalty: float = Field(0.6, ge=0, description="beam search length normalization alpha")
+    max_length_ratio: float = Field(1.5, gt=0, description="translation tokens <= ratio * source tokens + 10")
+    api_keys: Annotated[list[str], NoDecode] = Field([], description="comma-separated keys; empty: no keys")
+    log_level: str = Field("info", description="uvicorn log level")
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def split_keys(cls, value: str | list[str]) -> list[str]:
+        if isinstance(value, str):
+            return [k.strip() for k in value.split(",") if k.strip()]
+        return value

@@ -1,0 +1,212 @@
+"""The ONNX Runtime translator: loads a model folder and translates batches with a KV cache.
+
+    translator = Translator("models/en-de")
+    translator.translate(["Hello, how are you?"])[0][0].text
+
+On CUDA the caches live on the GPU between steps (I/O binding) and are reordered there by select.onnx;
+on CPU they are NumPy arrays. Either way the search itself is service.search.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from service.search import Hypothesis, SearchOptions, search
+from service.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+OPTIMIZATION_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+
+@dataclass
+class Translation:
+    text: str
+    score: float
+
+
+@dataclass
+class BatchResult:
+    hypotheses: list[list[Hypothesis]]
+    encode_seconds: float = 0.0
+    decode_seconds: float = 0.0
+
+
+@dataclass
+class Timer:
+    """Seconds spent encoding (encoder run) and decoding (everything after), for metrics."""
+
+    encode: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
+
+
+def session_options(threads: int, optimization: str) -> ort.SessionOptions:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = OPTIMIZATION_LEVELS[optimization]
+    opts.log_severity_level = 3
+    return opts
+
+
+def wanted_providers(provider: str) -> list[str]:
+    """What to ask ONNX Runtime for; what it really runs is read back from the session."""
+    if provider == "cpu":
+        return ["CPUExecutionProvider"]
+    if provider == "cuda" or "CUDAExecutionProvider" in ort.get_available_providers():
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+class Translator:
+    def __init__(
+        self,
+        model_dir: str | Path,
+        precision: str = "fp32",
+        provider: str = "auto",
+        threads: int = 0,
+        optimization: str = "all",
+    ):
+        self.model_dir = Path(model_dir)
+        self.config = json.loads((self.model_dir / "config.json").read_text())
+        self.model_config = self.config["model"]
+        if precision not in self.config["graphs"]:
+            raise ValueError(f"{self.model_dir} has no {precision} graphs; it has {sorted(self.config['graphs'])}")
+        self.precision = precision
+        self.tokenizer = Tokenizer(self.model_dir / self.config["tokenizer"])
+        graphs = self.config["graphs"][precision]
+        self.encoder = self._session(graphs["encoder"], provider, threads, optimization)
+        self.decoder = self._session(graphs["decoder"], provider, threads, optimization)
+        self.provider = self.decoder.get_providers()[0]  # the truth: CUDA may have been asked for and fallen back
+        if provider != "cpu" and self.provider != "CUDAExecutionProvider":
+            log.warning("CUDA is not usable here (asked: %s); ONNX Runtime runs on %s", provider, self.provider)
+        self.on_gpu = self.provider == "CUDAExecutionProvider"
+        if self.on_gpu:
+            self.select = self._session(self.config["select"], provider, threads, optimization)
+
+    def _session(self, name: str, provider: str, threads: int, optimization: str) -> ort.InferenceSession:
+        if provider == "auto":
+            ort.set_default_logger_severity(4)  # a failed CUDA probe is expected here, not an error
+        try:
+            opts = session_options(threads, optimization)
+            return ort.InferenceSession(self.model_dir / name, opts, providers=wanted_providers(provider))
+        finally:
+            ort.set_default_logger_severity(2)
+
+    @property
+    def name(self) -> str:
+        return self.config["name"]
+
+    def encode_texts(self, texts: list[str]) -> list[list[int]]:
+        """Source ids of each text, truncated to what the model takes, ending with </s>."""
+        limit = self.model_config["max_len"] - 1
+        return [ids[:limit] + [self.tokenizer.eos_id] for ids in self.tokenizer.encode(texts)]
+
+    def translate_ids(self, sources: list[list[int]], opts: SearchOptions) -> BatchResult:
+        """Translate one batch of source ids; returns hypotheses and where the time went."""
+        cfg, timer = self.model_config, Timer()
+
+        def start(src: np.ndarray, src_mask: np.ndarray, repeat: int):
+            decoder = (CudaDecoder if self.on_gpu else CpuDecoder)(self, src, src_mask, repeat)
+            timer.encode = time.perf_counter() - timer.started
+            return decoder
+
+        opts = SearchOptions(**{**opts.__dict__, "max_length": min(opts.max_length, cfg["max_len"])})
+        hyps = search(start, sources, opts, cfg["pad_id"], cfg["bos_id"], cfg["eos_id"])
+        total = time.perf_counter() - timer.started
+        return BatchResult(hyps, encode_seconds=timer.encode, decode_seconds=total - timer.encode)
+
+    def translate(
+        self, texts: list[str], opts: SearchOptions | None = None, batch_size: int = 64
+    ) -> list[list[Translation]]:
+        """Translate texts (batched by length): the n_best translations of each, best first."""
+        opts = opts or SearchOptions()
+        sources = self.encode_texts(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(sources[i]))
+        results: list[list[Translation]] = [[] for _ in texts]
+        for begin in range(0, len(order), batch_size):
+            chunk = order[begin : begin + batch_size]
+            for i, hyps in zip(chunk, self.translate_ids([sources[i] for i in chunk], opts).hypotheses):
+                texts_out = self.tokenizer.decode([h.tokens for h in hyps])
+                results[i] = [Translation(t, h.score) for t, h in zip(texts_out, hyps)]
+        return results
+
+
+class CpuDecoder:
+    """Step decoder with NumPy caches (service.search.StepDecoder)."""
+
+    def __init__(self, translator: Translator, src: np.ndarray, src_mask: np.ndarray, repeat: int):
+        self.session = translator.decoder
+        (cross_kv,) = translator.encoder.run(["cross_kv"], {"src": src, "src_mask": src_mask})
+        self.cross_kv = np.repeat(cross_kv, repeat, axis=2) if repeat > 1 else cross_kv
+        self.src_mask = np.repeat(src_mask, repeat, axis=0) if repeat > 1 else src_mask
+        cfg = translator.model_config
+        n_layers, n_heads, d_head = cfg["n_layers"], cfg["n_heads"], cfg["d_model"] // cfg["n_heads"]
+        self.self_kv = np.zeros((n_layers, 2, len(self.src_mask), n_heads, 0, d_head), dtype=np.float32)
+
+    def step(self, tokens: np.ndarray) -> np.ndarray:
+        feeds = {"tokens": tokens[:, None], "self_kv": self.self_kv, "cross_kv": self.cross_kv, "src_mask": self.src_mask}
+        logits, self.self_kv = self.session.run(None, feeds)
+        return logits
+
+    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
+        self.self_kv = self.self_kv[:, :, rows]
+        if cross_rows is not None:
+            self.cross_kv, self.src_mask = self.cross_kv[:, :, cross_rows], self.src_mask[cross_rows]
+
+
+class CudaDecoder:
+    """Step decoder whose caches stay on the GPU: outputs are bound to device memory and fed back as inputs."""
+
+    def __init__(self, translator: Translator, src: np.ndarray, src_mask: np.ndarray, repeat: int):
+        self.translator = translator
+        src_mask = np.repeat(src_mask, repeat, axis=0) if repeat > 1 else src_mask
+        self.src_mask = ort.OrtValue.ortvalue_from_numpy(src_mask, "cuda", 0)
+        binding = translator.encoder.io_binding()
+        binding.bind_cpu_input("src", np.repeat(src, repeat, axis=0) if repeat > 1 else src)
+        binding.bind_ortvalue_input("src_mask", self.src_mask)
+        binding.bind_output("cross_kv", "cuda", 0)
+        translator.encoder.run_with_iobinding(binding)
+        self.cross_kv = binding.get_outputs()[0]
+        cfg = translator.model_config
+        shape = (cfg["n_layers"], 2, src_mask.shape[0], cfg["n_heads"], 0, cfg["d_model"] // cfg["n_heads"])
+        self.self_kv = ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, dtype=np.float32), "cuda", 0)
+
+    def step(self, tokens: np.ndarray) -> np.ndarray:
+        binding = self.translator.decoder.io_binding()
+        binding.bind_cpu_input("tokens", tokens[:, None])
+        binding.bind_ortvalue_input("self_kv", self.self_kv)
+        binding.bind_ortvalue_input("cross_kv", self.cross_kv)
+        binding.bind_ortvalue_input("src_mask", self.src_mask)
+        binding.bind_output("logits", "cpu")
+        binding.bind_output("new_self_kv", "cuda", 0)
+        self.translator.decoder.run_with_iobinding(binding)
+        logits, self.self_kv = binding.get_outputs()
+        return logits.numpy()
+
+    def _gather(self, value: ort.OrtValue, rows: np.ndarray) -> ort.OrtValue:
+        binding = self.translator.select.io_binding()
+        binding.bind_ortvalue_input("x", value)
+        binding.bind_cpu_input("rows", rows.astype(np.int64))
+        binding.bind_output("y", "cuda", 0)
+        self.translator.select.run_with_iobinding(binding)
+        return binding.get_outputs()[0]
+
+    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
+        self.self_kv = self._gather(self.self_kv, rows)
+        if cross_rows is not None:
+            self.cross_kv = self._gather(self.cross_kv, cross_rows)
+            mask = self.src_mask.numpy()[cross_rows]
+            self.src_mask = ort.OrtValue.ortvalue_from_numpy(mask, "cuda", 0)
