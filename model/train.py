@@ -1,8 +1,9 @@
 """Train the Transformer: python -m model.train --data DIR[:WEIGHT] ... --out RUN_DIR
 
-Label smoothing, Adam(0.9, 0.98, 1e-9) with the paper's warm-up and inverse-square-root schedule, batches by
-token count, gradient clipping, bf16 autocast (mixed precision) on CUDA and on CPUs that support it. Every --save-every steps and at each epoch's end a
-checkpoint is written; running the same command again resumes from the newest one, exactly where it stopped.
+Label smoothing, Adam(0.9, 0.98, 1e-9) with the paper's warm-up and inverse-square-root schedule, batches
+by token count, gradient clipping, bf16 autocast (mixed precision) on CUDA and on CPUs that support it.
+Every --save-every steps and at each epoch's end a checkpoint is written; running the same command again
+resumes from the newest one, exactly where it stopped.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def load_tokenizer(args: argparse.Namespace) -> Tokenizer:
     """The run's SentencePiece model, trained on the training text of every corpus on first use."""
     path = args.out / "spm.model"
     if not path.exists():
-        texts = [side for c in args.data for pair in read_pairs(c.directory, "train", args.src, args.tgt) for side in pair]
+        pairs = [p for c in args.data for p in read_pairs(c.directory, "train", args.src, args.tgt)]
+        texts = [side for pair in pairs for side in pair]
         train_sentencepiece(texts, args.out / "spm", args.vocab_size)
     return Tokenizer(path)
 
@@ -128,16 +130,17 @@ class Trainer:
         self.tokenizer = load_tokenizer(args)
         tok = self.tokenizer
         self.cfg = preset(
-            args.preset, vocab_size=tok.vocab_size, pre_norm=args.pre_norm, pad_id=tok.pad_id, unk_id=tok.unk_id,
-            bos_id=tok.bos_id, eos_id=tok.eos_id, src_lang=args.src, tgt_lang=args.tgt,
+            args.preset, vocab_size=tok.vocab_size, pre_norm=args.pre_norm, src_lang=args.src, tgt_lang=args.tgt,
+            pad_id=tok.pad_id, unk_id=tok.unk_id, bos_id=tok.bos_id, eos_id=tok.eos_id,
         )
         seed_everything(args.seed)
         self.model = Transformer(self.cfg).to(args.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
         self.train_set = [
-            e
+            example
             for c in args.data
-            for e in encode_pairs(tok, read_pairs(c.directory, "train", args.src, args.tgt), self.cfg.max_len) * c.weight
+            for example in encode_pairs(tok, read_pairs(c.directory, "train", args.src, args.tgt), self.cfg.max_len)
+            * c.weight
         ]
         self.val_sets = {c.name: read_pairs(c.directory, "val", args.src, args.tgt) for c in args.data}
         self.step, self.epoch, self.batch_index, self.best_bleu = 0, 0, 0, -1.0
@@ -212,7 +215,7 @@ class Trainer:
             if self.step % 50 == 0:
                 lr = self.optimizer.param_groups[0]["lr"]
                 rate = tokens / (time.time() - started)
-                self.log({"step": self.step, "epoch": self.epoch, "train_loss": loss, "lr": lr, "tgt_tokens_per_s": rate})
+                self.log({"step": self.step, "epoch": self.epoch, "train_loss": loss, "lr": lr, "tokens_per_s": rate})
             if self.step % self.args.save_every == 0:
                 self.save()
         bar.close()
@@ -231,7 +234,8 @@ class Trainer:
             examples = encode_pairs(self.tokenizer, pairs, self.cfg.max_len)
             total, count = 0.0, 0
             for batch in token_batches(examples, self.args.max_tokens, seed=0):
-                loss, n = batch_loss(self.model, collate([examples[i] for i in batch], self.cfg, self.args.device), self.cfg, 0.0, self.args.amp)
+                tensors = collate([examples[i] for i in batch], self.cfg, self.args.device)
+                loss, n = batch_loss(self.model, tensors, self.cfg, 0.0, self.args.amp)
                 total, count = total + loss.item() * n, count + n
             record[f"val_loss/{name}"] = total / count
             if self.args.val_bleu:

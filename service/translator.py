@@ -157,8 +157,8 @@ class CpuDecoder:
         self.self_kv = np.zeros((n_layers, 2, len(self.src_mask), n_heads, 0, d_head), dtype=np.float32)
 
     def step(self, tokens: np.ndarray) -> np.ndarray:
-        feeds = {"tokens": tokens[:, None], "self_kv": self.self_kv, "cross_kv": self.cross_kv, "src_mask": self.src_mask}
-        logits, self.self_kv = self.session.run(None, feeds)
+        feeds = {"tokens": tokens[:, None], "self_kv": self.self_kv, "cross_kv": self.cross_kv}
+        logits, self.self_kv = self.session.run(None, {**feeds, "src_mask": self.src_mask})
         return logits
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
