@@ -1,0 +1,59 @@
+"""Translating with a CTranslate2 model directory written by bench.ct2_convert, under our search options.
+
+Imports neither torch nor our model code, so that a benchmark process measures CTranslate2 alone.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import ctranslate2
+import sentencepiece as spm
+
+from service.search import SearchOptions
+
+SPM_FILE = "spm.model"  # the SentencePiece model's name inside a directory written by bench.ct2_convert
+
+
+def max_target_length(source_length: int, opts: SearchOptions) -> int:
+    """Our length limit of one translation (service.search.search): source_length counts the </s>."""
+    return int(min(math.ceil(opts.max_length_ratio * source_length) + opts.max_length_extra, opts.max_length))
+
+
+class CT2Translator:
+    """A ctranslate2.Translator on the CPU that takes and returns our token ids or text.
+
+    compute_type "float32" or "int8" (weights quantized when the model is loaded); `threads` is
+    CTranslate2's intra_threads, with one translation at a time (inter_threads=1).
+    """
+
+    def __init__(self, model_dir: Path, compute_type: str = "float32", threads: int = 1):
+        self.translator = ctranslate2.Translator(
+            str(model_dir), device="cpu", compute_type=compute_type, inter_threads=1, intra_threads=threads
+        )
+        self.sp = spm.SentencePieceProcessor(model_file=str(Path(model_dir) / SPM_FILE))
+
+    def translate_ids(self, sources: list[list[int]], opts: SearchOptions) -> list[list[int]]:
+        """The best translation of each source (ids without </s>; CTranslate2 appends it) as ids.
+
+        One batch, decoded up to the longest limit of its sentences; each translation is then cut to its
+        own limit, which for greedy search is what decoding with that limit gives.
+        """
+        if not sources:
+            return []
+        limits = [max_target_length(len(ids) + 1, opts) for ids in sources]
+        results = self.translator.translate_batch(
+            [[self.sp.id_to_piece(i) for i in ids] for ids in sources],
+            beam_size=opts.beam_size,
+            length_penalty=opts.length_penalty,
+            max_decoding_length=max(limits),
+            min_decoding_length=0,  # ours may end at the first step
+        )
+        return [
+            [self.sp.piece_to_id(p) for p in result.hypotheses[0][:limit]] for result, limit in zip(results, limits)
+        ]
+
+    def translate(self, texts: list[str], opts: SearchOptions) -> list[str]:
+        """The best translation of each text, the texts translated as one batch."""
+        return self.sp.decode(self.translate_ids(self.sp.encode(texts), opts))
