@@ -1,0 +1,114 @@
+"""Load test of the translation service: concurrent clients sending single Multi30k sentences to /translate.
+
+    python -m bench.load --url http://127.0.0.1:8000 --concurrency 32 --seconds 20 [--data MULTI30K_DIR]
+    python -m bench.load --compare [--model-dir models/en-de] [--concurrency 32] [--seconds 20]
+                         [--out bench/results/load.json] [--setting precision=int8 ...]
+
+With --url it loads a running server and prints the report (throughput, latency percentiles, errors) as
+JSON. With --compare it starts the service twice, with dynamic batching (the default settings) and without
+(TRANSLATOR_MAX_BATCH_SENTENCES=1), loads each the same way, writes both reports and the throughput ratio
+to --out and prints them as a markdown table. Sentences: the English side of test_2016_flickr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+from pathlib import Path
+
+from bench.loadgen import run_load
+from bench.serve import running_service
+from bench.testset import DEFAULT_SPLIT, multi30k_dir
+from model.data import data_file, read_lines
+from service.settings import SHIPPED_MODEL
+
+RESULTS = Path(__file__).resolve().parent / "results" / "load.json"
+MODES = {"batching": {}, "batch size 1": {"max_batch_sentences": 1}}
+
+
+def load_sentences(directory: Path, split: str = DEFAULT_SPLIT) -> list[str]:
+    return [line for line in read_lines(data_file(directory, split, "en")) if line.strip()]
+
+
+def load_running(url: str, sentences: list[str], concurrency: int, seconds: float, warmup: float) -> dict:
+    if warmup > 0:
+        run_load(url, sentences, concurrency, warmup)
+    return run_load(url, sentences, concurrency, seconds)
+
+
+def compare(model_dir: Path, sentences: list[str], args: argparse.Namespace, settings: dict[str, str]) -> dict:
+    """Load the service with and without batching; both reports, the settings and the throughput ratio."""
+    runs = {}
+    with tempfile.TemporaryDirectory() as logs:
+        for name, mode_settings in MODES.items():
+            run_settings = {**settings, **mode_settings}
+            log = Path(logs) / f"{name.replace(' ', '-')}.log"
+            with running_service(model_dir, log, **run_settings) as service:
+                report = load_running(service.url, sentences, args.concurrency, args.seconds, args.warmup)
+            runs[name] = {"settings": run_settings, **report}
+    config = json.loads((model_dir / "config.json").read_text())
+    batched, single = runs["batching"]["sentences_per_s"], runs["batch size 1"]["sentences_per_s"]
+    return {
+        "model": {"dir": str(model_dir), "name": config["name"], "parameters": config.get("parameters")},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "processor": platform.processor()},
+        "sentences_in_pool": len(sentences),
+        "runs": runs,
+        "throughput_ratio": round(batched / single, 2) if single else None,
+    }
+
+
+def markdown(results: dict) -> str:
+    rows = [
+        "| serving | clients | sentences/s | p50 ms | p95 ms | p99 ms | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, run in results["runs"].items():
+        lat = run["latency_ms"]
+        rows.append(
+            f"| {name} | {run['concurrency']} | {run['sentences_per_s']:.1f} | {lat['p50']} | {lat['p95']} "
+            f"| {lat['p99']} | {run['errors']} |"
+        )
+    rows.append(f"\nBatching gives {results['throughput_ratio']}x the throughput of batch-size-1 serving.")
+    return "\n".join(rows)
+
+
+def parse_settings(pairs: list[str]) -> dict[str, str]:
+    """`name=value` pairs (service settings, e.g. precision=int8) as a dict."""
+    settings = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--setting wants name=value, got {pair!r}")
+        settings[name.strip().lower()] = value.strip()
+    return settings
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--url", help="base URL of a running server")
+    target.add_argument("--compare", action="store_true", help="start the service with and without batching")
+    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--warmup", type=float, default=2, help="seconds of load run first and not counted")
+    p.add_argument("--data", type=Path, help="Multi30k folder (default: $MULTI30K_DIR or shared/data/multi30k)")
+    p.add_argument("--model-dir", type=Path, default=SHIPPED_MODEL, help="with --compare: the model folder")
+    p.add_argument("--setting", action="append", default=[], help="with --compare: a service setting, name=value")
+    p.add_argument("--out", type=Path, default=RESULTS, help="with --compare: where to write the results")
+    args = p.parse_args(argv)
+    sentences = load_sentences(args.data or multi30k_dir())
+    if args.url:
+        print(json.dumps(load_running(args.url, sentences, args.concurrency, args.seconds, args.warmup), indent=2))
+        return
+    results = compare(args.model_dir, sentences, args, parse_settings(args.setting))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(markdown(results))
+    print(f"\nwritten to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

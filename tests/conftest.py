@@ -1,0 +1,72 @@
+"""Fixtures shared by several test files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+# Written for these tests: short English-German pairs with umlauts, ß, punctuation and a question.
+PAIRS = (
+    ("The cat sleeps on the sofa.", "Die Katze schläft auf dem Sofa."),
+    ("A dog runs through the park.", "Ein Hund läuft durch den Park."),
+    ("I like green apples.", "Ich mag grüne Äpfel."),
+    ("We are reading a book.", "Wir lesen ein Buch."),
+    ("The children play outside.", "Die Kinder spielen draußen."),
+    ("She drinks hot cocoa.", "Sie trinkt heißen Kakao."),
+    ("My brother is very tall.", "Mein Bruder ist sehr groß."),
+    ("Where is the station?", "Wo ist der Bahnhof?"),
+)
+
+
+@pytest.fixture(scope="session")
+def sentence_pairs() -> tuple[tuple[str, str], ...]:
+    """A handful of (English, German) sentence pairs."""
+    return PAIRS
+
+
+# --- a tiny ONNX model folder for tests that need a model, not a good one (tests/test_service.py) ------
+
+
+# The tiny model's SentencePiece training text (its own, so that edits elsewhere do not change the model).
+TINY_MODEL_TEXTS = (
+    "A man is riding a bicycle.",
+    "Two dogs are running on the green grass.",
+    "A girl in a red dress is dancing.",
+    "People are fixing the roof of a house.",
+    "An old man reads a newspaper on a bench.",
+    "Where is the station? It is over there!",
+    "Ein Mann fährt Fahrrad.",
+    "Zwei Hunde rennen auf dem grünen Gras.",
+    "Ein Mädchen in einem roten Kleid tanzt.",
+    "Leute reparieren das Dach eines Hauses.",
+    "Ein alter Mann liest eine Zeitung auf einer Bank.",
+    "Wo ist der Bahnhof? Er ist dort drüben!",
+)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """An exported model folder with random weights: tiny and fast, it translates into garbage.
+
+    Its weights are drawn at a scale (pre-LN, std 0.3) that makes the output depend on the source, so a
+    test can tell one sentence's translation from another's. Exporting takes some 10 seconds.
+    """
+    import torch
+
+    from export.__main__ import export_model
+    from model.config import preset
+    from model.tokenizer import train_sentencepiece
+    from model.transformer import Transformer
+
+    work = tmp_path_factory.mktemp("tiny-model")
+    spm = train_sentencepiece(TINY_MODEL_TEXTS * 10, work / "spm", vocab_size=90)
+    torch.manual_seed(0)
+    cfg = preset("tiny", vocab_size=90, pre_norm=True)
+    model = Transformer(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p) * 0.3)
+    torch.save({"config": cfg.to_dict(), "model": model.state_dict()}, work / "model.pt")
+    export_model(work / "model.pt", work / "model", spm, ["fp32"])
+    return work / "model"

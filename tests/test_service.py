@@ -1,0 +1,436 @@
+"""The translation service over a real socket: `python -m service` in a subprocess, spoken to with httpx.
+
+Most tests run a tiny random model (conftest.tiny_model_dir), which translates into garbage that still
+depends on the source; the tests of translation quality run the shipped model in models/en-de.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from libretranslatepy import LibreTranslateAPI
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.serve import REPO, RunningService, free_port, running_service
+from service.batcher import Batcher
+from service.metrics import Metrics
+from service.search import Hypothesis, SearchOptions
+from service.text import join_translations, sentences_of, split_sentences
+from service.translator import BatchResult
+
+SHIPPED = REPO / "models" / "en-de"
+TIMEOUT = httpx.Timeout(60.0)
+
+# Sixteen different sentences; the tiny model's translations of them all differ.
+SENTENCES = [
+    "A man is riding a bicycle.",
+    "Two dogs are running on the green grass.",
+    "The cat sleeps on the sofa.",
+    "A girl in a red dress is dancing.",
+    "People are fixing the roof of a house.",
+    "She drinks hot tea.",
+    "Five people stand in the snow.",
+    "A woman with a large purse is walking by a gate.",
+    "The children play outside.",
+    "Where is the station?",
+    "My brother is very tall.",
+    "A boy jumps into the lake.",
+    "An old man reads a newspaper on a bench.",
+    "We are reading a book.",
+    "A dog catches a ball.",
+    "Workers build a wall of bricks.",
+]
+
+
+# --- talking to a server --------------------------------------------------------------------------------
+
+
+def body(q: str | list[str], **fields: object) -> dict:
+    return {"q": q, "source": "en", "target": "de", **fields}
+
+
+def translate(url: str, q: str | list[str], **fields: object) -> str | list[str]:
+    response = httpx.post(url + "/translate", json=body(q, **fields), timeout=TIMEOUT)
+    assert response.status_code == 200, response.text
+    return response.json()["translatedText"]
+
+
+async def post_all(url: str, bodies: list[dict]) -> list[httpx.Response]:
+    """POST every body to /translate at once, each on its own connection."""
+    limits = httpx.Limits(max_connections=len(bodies))
+    async with httpx.AsyncClient(base_url=url, timeout=TIMEOUT, limits=limits) as client:
+        return await asyncio.gather(*(client.post("/translate", json=b) for b in bodies))
+
+
+def metrics(url: str) -> dict[tuple[str, frozenset], float]:
+    """Every sample of /metrics, parsed by Prometheus' own parser, by (name, labels)."""
+    text = httpx.get(url + "/metrics", timeout=TIMEOUT).text
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def sample(samples: dict[tuple[str, frozenset], float], name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def wait_for_queue_depth(url: str, depth: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while sample(metrics(url), "translator_queue_depth") != depth:
+        assert time.monotonic() < deadline, f"the queue never held {depth} sentences"
+        time.sleep(0.02)
+
+
+def assert_error(response: httpx.Response, status: int) -> None:
+    """LibreTranslate's error shape: the status and {"error": message}."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    error = response.json()
+    assert list(error) == ["error"] and isinstance(error["error"], str) and error["error"]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir: Path, tmp_path_factory) -> Iterator[RunningService]:
+    """The tiny model served with batches that wait up to 50 ms to fill."""
+    log = tmp_path_factory.mktemp("server") / "service.log"
+    with running_service(tiny_model_dir, log, threads=1, max_wait_ms=50, log_level="warning") as service:
+        yield service
+
+
+@pytest.fixture(scope="module")
+def solo(server: RunningService) -> dict[str, str]:
+    """Each of SENTENCES translated on its own, one request at a time."""
+    translations = {s: translate(server.url, s) for s in SENTENCES}
+    assert len(set(translations.values())) == len(SENTENCES), "translations do not differ: a weak test"
+    return translations
+
+
+@pytest.fixture(scope="module")
+def shipped_server(tmp_path_factory) -> Iterator[RunningService]:
+    if not (SHIPPED / "config.json").exists():
+        pytest.fail(f"the shipped model is missing: {SHIPPED} should hold config.json, spm.model and *.onnx")
+    log = tmp_path_factory.mktemp("shipped") / "service.log"
+    with running_service(SHIPPED, log, threads=1, log_level="warning") as service:
+        yield service
+
+
+# --- translations ---------------------------------------------------------------------------------------
+
+
+def test_shipped_model_translates_a_known_sentence(shipped_server: RunningService):
+    german = translate(shipped_server.url, "A man is riding a bicycle.")
+    assert "Mann" in german and "Fahrrad" in german, german
+
+
+def test_a_list_comes_back_in_order(server: RunningService):
+    texts = [SENTENCES[3], "The cat sleeps. A dog runs!\n\nWhere is the station?", SENTENCES[0], SENTENCES[7]]
+    assert translate(server.url, texts) == [translate(server.url, text) for text in texts]
+
+
+def test_concurrent_requests_are_batched_and_each_gets_its_own_translation(
+    server: RunningService, solo: dict[str, str]
+):
+    before = metrics(server.url)
+    responses = asyncio.run(post_all(server.url, [body(s) for s in SENTENCES]))
+    after = metrics(server.url)
+
+    assert [r.json()["translatedText"] for r in responses] == [solo[s] for s in SENTENCES]
+    batches = sample(after, "translator_batch_size_count") - sample(before, "translator_batch_size_count")
+    singles = sample(after, "translator_batch_size_bucket", le="1.0") - sample(
+        before, "translator_batch_size_bucket", le="1.0"
+    )
+    assert batches - singles > 0, "no batch held more than one sentence"
+    assert batches < len(SENTENCES)
+
+
+# --- bad input ------------------------------------------------------------------------------------------
+
+JSON = {"content-type": "application/json"}
+BAD_REQUESTS = [
+    pytest.param({"content": b'{"q": "Hello.", "target": ', "headers": JSON}, id="malformed-json"),
+    pytest.param({"content": b"\xff\xfe", "headers": JSON}, id="not-utf8"),
+    pytest.param({"json": ["Hello."]}, id="json-not-an-object"),
+    pytest.param({"json": {"q": 5, "target": "de"}}, id="q-a-number"),
+    pytest.param({"json": {"q": ["Hello.", 5], "target": "de"}}, id="q-list-with-a-number"),
+    pytest.param({"json": {"q": "Hello."}}, id="no-target"),
+    pytest.param({"json": body("Hello.", alternatives="two")}, id="alternatives-a-string"),
+    pytest.param({"data": {"q": "Hello.", "source": "en"}}, id="form-without-target"),
+    pytest.param({"json": body("")}, id="empty-q"),
+    pytest.param({"json": body(" \n ")}, id="blank-q"),
+    pytest.param({"json": body([])}, id="empty-list"),
+    pytest.param({"json": body(["Hello.", ""])}, id="list-with-empty-text"),
+    pytest.param({"json": body("Hello.", target="xx")}, id="unknown-target"),
+    pytest.param({"json": body("Hello.", source="fr")}, id="unknown-source"),
+    pytest.param({"json": body("Hallo.", source="de", target="en")}, id="reversed-pair"),
+    pytest.param({"json": body("a" * 5001)}, id="over-max-chars"),
+    pytest.param({"json": body("Hi. " * 65)}, id="too-many-sentences"),
+    pytest.param({"json": body(" ".join(["word"] * 300))}, id="sentence-too-long"),
+    pytest.param({"json": body("Hello.", format="html")}, id="html"),
+    pytest.param({"json": body("Hello.", format="xml")}, id="unknown-format"),
+    pytest.param({"json": body("Hello.", beam_size=9)}, id="beam-too-large"),
+    pytest.param({"json": body("Hello.", alternatives=4)}, id="too-many-alternatives"),
+]
+
+
+@pytest.mark.parametrize("request_args", BAD_REQUESTS)
+def test_bad_input_gets_400_and_an_error(server: RunningService, request_args: dict):
+    assert_error(httpx.post(server.url + "/translate", timeout=TIMEOUT, **request_args), 400)
+
+
+def test_the_server_still_serves_after_bad_input(server: RunningService, solo: dict[str, str]):
+    async def flood() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=server.url, timeout=TIMEOUT) as client:
+            bad = [client.post("/translate", **p.values[0]) for p in BAD_REQUESTS]
+            return await asyncio.gather(*bad)
+
+    assert {r.status_code for r in asyncio.run(flood())} == {400}
+    assert translate(server.url, SENTENCES[1]) == solo[SENTENCES[1]]
+
+
+def test_api_keys_are_required_when_set(tiny_model_dir: Path, tmp_path: Path):
+    with running_service(tiny_model_dir, tmp_path / "service.log", threads=1, api_keys="key-1, key-2") as service:
+        url = service.url + "/translate"
+        assert_error(httpx.post(url, json=body("Hello."), timeout=TIMEOUT), 403)
+        assert_error(httpx.post(url, json=body("Hello.", api_key="key-3"), timeout=TIMEOUT), 403)
+        assert httpx.post(url, json=body("Hello.", api_key="key-2"), timeout=TIMEOUT).status_code == 200
+        assert LibreTranslateAPI(service.url, api_key="key-1").translate("Hello.", "en", "de")
+
+
+def test_a_full_queue_answers_503_with_retry_after(tiny_model_dir: Path, tmp_path: Path):
+    """Batches wait 2 s to fill, so the first four sentences stay queued and the fifth finds the queue full."""
+    settings = {"threads": 1, "max_queue": 4, "max_wait_ms": 2000}
+    with running_service(tiny_model_dir, tmp_path / "service.log", **settings) as service:
+
+        async def overflow() -> tuple[list[httpx.Response], httpx.Response]:
+            async with httpx.AsyncClient(base_url=service.url, timeout=TIMEOUT) as client:
+                queued = [asyncio.create_task(client.post("/translate", json=body(s))) for s in SENTENCES[:4]]
+                await asyncio.to_thread(wait_for_queue_depth, service.url, 4)
+                refused = await client.post("/translate", json=body(SENTENCES[4]))
+                return await asyncio.gather(*queued), refused
+
+        queued, refused = asyncio.run(overflow())
+        assert_error(refused, 503)
+        assert int(refused.headers["retry-after"]) >= 1
+        assert [r.status_code for r in queued] == [200] * 4
+        assert translate(service.url, SENTENCES[4])  # and with room again, it serves
+
+
+# --- metrics, Prometheus, LibreTranslate's client, health -----------------------------------------------
+
+
+def test_metrics_move_as_requests_arrive(server: RunningService):
+    before = metrics(server.url)
+    translate(server.url, SENTENCES[2])
+    httpx.post(server.url + "/translate", json=body(""), timeout=TIMEOUT)
+    after = metrics(server.url)
+
+    def moved(name: str, **labels: str) -> float:
+        return sample(after, name, **labels) - sample(before, name, **labels)
+
+    assert moved("translator_requests_total", status="200") == 1
+    assert moved("translator_requests_total", status="400") == 1
+    assert moved("translator_request_latency_seconds_count") == 2
+    assert moved("translator_input_tokens_total") >= len(SENTENCES[2].split())
+    assert moved("translator_output_tokens_total") > 0
+    assert sample(after, "translator_model_info", model="en-de", provider="CPUExecutionProvider", precision="fp32")
+
+
+PROMETHEUS_CONFIG = """\
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: translator
+    static_configs:
+      - targets: ["{target}"]
+"""
+
+
+@pytest.fixture
+def prometheus(server: RunningService, tmp_path: Path) -> Iterator[str]:
+    """A real Prometheus on loopback scraping the server every second; yields its URL."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.skip("prometheus is not installed (make system-deps)")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(PROMETHEUS_CONFIG.format(target=server.url.removeprefix("http://")))
+    port = free_port()
+    args = [
+        binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn",
+    ]  # fmt: skip
+    with open(tmp_path / "prometheus.log", "wb") as log:
+        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def test_prometheus_scrapes_the_service(server: RunningService, prometheus: str):
+    translate(server.url, SENTENCES[5])
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            answer = httpx.get(prometheus + "/api/v1/query", params={"query": "translator_requests_total"}).json()
+            if answer["status"] == "success" and answer["data"]["result"]:
+                break
+        except httpx.TransportError:
+            pass  # not listening yet
+        assert time.monotonic() < deadline, "Prometheus never returned translator_requests_total"
+        time.sleep(0.5)
+    series = {r["metric"]["status"]: float(r["value"][1]) for r in answer["data"]["result"]}
+    assert series["200"] >= 1
+    assert {r["metric"]["job"] for r in answer["data"]["result"]} == {"translator"}
+
+
+def test_libretranslate_client_translates_through_the_service(server: RunningService, solo: dict[str, str]):
+    client = LibreTranslateAPI(server.url)
+    assert client.translate(SENTENCES[6], "en", "de") == solo[SENTENCES[6]]
+    assert client.languages() == [
+        {"code": "en", "name": "English", "targets": ["de"]},
+        {"code": "de", "name": "German", "targets": []},
+    ]
+
+
+def test_health_answers_during_load(server: RunningService):
+    load = [body(SENTENCES[i : i + 8], beam_size=8) for i in range(0, 16, 2)] * 4  # some 2 s here
+
+    async def health_while_loaded() -> tuple[list[httpx.Response], list[httpx.Response], int]:
+        async with httpx.AsyncClient(base_url=server.url, timeout=TIMEOUT) as client:
+            pending = asyncio.ensure_future(post_all(server.url, load))
+            health, during = [], 0
+            await asyncio.sleep(0.1)
+            while not pending.done() or not health:
+                health.append(await client.get("/health"))
+                during += not pending.done()
+                await asyncio.sleep(0.05)
+            return await pending, health, during
+
+    translations, health, during = asyncio.run(health_while_loaded())
+    assert {r.status_code for r in translations} == {200}
+    assert all(r.status_code == 200 and r.json() == {"status": "ok"} for r in health)
+    assert during >= 2, "the load was over before /health was asked: a weak test"
+
+
+# --- shutdown -------------------------------------------------------------------------------------------
+
+
+def test_sigterm_finishes_requests_in_flight_then_exits_0(tiny_model_dir: Path, solo: dict[str, str], tmp_path):
+    with running_service(tiny_model_dir, tmp_path / "service.log", threads=1, max_wait_ms=1000) as service:
+
+        async def terminate_while_queued() -> list[httpx.Response]:
+            requests = asyncio.ensure_future(post_all(service.url, [body(s) for s in SENTENCES[:4]]))
+            await asyncio.to_thread(wait_for_queue_depth, service.url, 4)
+            service.process.terminate()
+            return await requests
+
+        responses = asyncio.run(terminate_while_queued())
+        assert [r.status_code for r in responses] == [200] * 4
+        assert [r.json()["translatedText"] for r in responses] == [solo[s] for s in SENTENCES[:4]]
+        assert service.process.wait(30) == 0, service.log_tail()
+
+
+# --- the service never needs torch ----------------------------------------------------------------------
+
+
+def test_the_service_does_not_import_torch():
+    code = "import sys, service.app, service.__main__; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
+
+
+# --- sentence splitting ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text,sentences",
+    [
+        ("One sentence.", ["One sentence."]),
+        ("First one. Second one! Third one? Fourth", ["First one.", "Second one!", "Third one?", "Fourth"]),
+        ('He said "Stop." Then he left.', ['He said "Stop."', "Then he left."]),
+        ("Line one\nLine two", ["Line one", "Line two"]),
+        ("  Padded.  \n\n\n  Next.  ", ["Padded.", "Next."]),
+        ("Version 2.5 is out.", ["Version 2.5 is out."]),
+    ],
+)
+def test_split_sentences(text: str, sentences: list[str]):
+    assert sentences_of(split_sentences(text)) == sentences
+
+
+@pytest.mark.parametrize(
+    "text,joined",
+    [
+        ("One. Two!", "<One.> <Two!>"),
+        ("One.   Two.", "<One.> <Two.>"),
+        ("One.\n\nTwo.\nThree.", "<One.>\n\n<Two.>\n<Three.>"),
+        ("\n One. \n", "<One.>"),
+    ],
+)
+def test_join_keeps_the_layout(text: str, joined: str):
+    pieces = split_sentences(text)
+    assert join_translations(pieces, [f"<{s}>" for s in sentences_of(pieces)]) == joined
+
+
+# --- the batcher, with a translator that echoes its input -----------------------------------------------
+
+
+class EchoTranslator:
+    """Translates ids into themselves and records each batch."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[list[int]]] = []
+
+    def translate_ids(self, sources: list[list[int]], opts: SearchOptions) -> BatchResult:
+        self.batches.append(sources)
+        return BatchResult([[Hypothesis(list(ids), 0.0)] for ids in sources])
+
+
+def run_batcher(requests: list[tuple[list[list[int]], SearchOptions]], **limits) -> tuple[list, list]:
+    """Submit all requests at once; each request's results and the batches the translator saw."""
+    translator = EchoTranslator()
+
+    async def main() -> list:
+        settings = {"max_batch_sentences": 64, "max_batch_tokens": 4096, "max_wait_ms": 50, "max_queue": 1024}
+        batcher = Batcher(translator, Metrics(), **{**settings, **limits})
+        batcher.start()
+        results = await asyncio.gather(*(batcher.submit(ids, opts) for ids, opts in requests))
+        await batcher.stop()
+        return results
+
+    return asyncio.run(main()), translator.batches
+
+
+def tokens(length: int, fill: int) -> list[int]:
+    return [fill] * length
+
+
+GREEDY, BEAM = SearchOptions(beam_size=1), SearchOptions(beam_size=4)
+
+
+def test_batcher_groups_sentences_by_length():
+    lengths = [1, 50, 2, 51, 3, 52, 4, 53]
+    requests = [([tokens(n, n)], GREEDY) for n in lengths]
+    results, batches = run_batcher(requests, max_batch_sentences=4)
+    assert [sorted(len(ids) for ids in batch) for batch in batches] == [[1, 2, 3, 4], [50, 51, 52, 53]]
+    assert [r[0][0].tokens for r in results] == [tokens(n, n) for n in lengths]
+
+
+def test_batcher_keeps_each_requests_order_and_bounds():
+    requests = [([tokens(3 + (i * 7 + j) % 5, 10 * i + j) for j in range(5)], GREEDY) for i in range(6)]
+    requests += [([tokens(4, 99)], BEAM)]
+    results, batches = run_batcher(requests, max_batch_sentences=8, max_batch_tokens=24)
+    for (sentences, _), hyps in zip(requests, results):
+        assert [h[0].tokens for h in hyps] == sentences
+    assert all(len(b) <= 8 and len(b) * max(map(len, b)) <= 24 for b in batches)
+    assert [tokens(4, 99)] in batches  # the beam request never shares a batch with greedy ones
