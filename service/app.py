@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.batcher import Batcher, QueueFull, ShuttingDown
 from service.metrics import Metrics
@@ -100,6 +101,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def api_error(request: Request, error: ApiError) -> JSONResponse:
         return JSONResponse({"error": error.message}, status_code=error.status, headers=error.headers)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse({"error": str(error.detail)}, status_code=error.status_code, headers=error.headers)
+
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
         return JSONResponse({"error": describe(error.errors())}, status_code=400)
@@ -173,8 +178,8 @@ async def translate_texts(req: TranslateRequest, state: State) -> dict:
     texts = check_request(req, state)
     layouts = [split_sentences(text) for text in texts]
     sentences = [sentence for layout in layouts for sentence in sentences_of(layout)]
-    if len(sentences) > s.max_sentences:
-        raise ApiError(400, f"Invalid request: {len(sentences)} sentences, the limit is {s.max_sentences}")
+    if len(sentences) > (limit := min(s.max_sentences, s.max_queue)):  # more than the queue holds: never fits
+        raise ApiError(400, f"Invalid request: {len(sentences)} sentences, the limit is {limit}")
     ids = [tokens + [t.tokenizer.eos_id] for tokens in t.tokenizer.encode(sentences)]
     if (longest := max(len(x) for x in ids)) > s.max_sentence_tokens:
         raise ApiError(400, f"Invalid request: a sentence of {longest} tokens, the limit is {s.max_sentence_tokens}")
