@@ -1,0 +1,69 @@
+# syntax=docker/dockerfile:1.7
+#
+# The translation service image, in two flavours that differ only in their base:
+#   docker build --target gpu -t mt-translator:gpu .   CUDA 13 + cuDNN 9, ONNX Runtime's CUDA provider
+#   docker build --target cpu -t mt-translator:cpu .   python:3.11-slim, ONNX Runtime's CPU provider
+# Both install the project as the README's set-up does (`pip install .`: pyproject's serving dependencies,
+# no torch), run as a non-root user, report healthy once GET /ready answers 200, and serve the model baked
+# in from models/en-de. To serve another model, mount its folder and point TRANSLATOR_MODEL_DIR at it:
+#   docker run -v /path/to/fr-en:/models/fr-en:ro -e TRANSLATOR_MODEL_DIR=/models/fr-en ...
+
+ARG CUDA_IMAGE=nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04
+ARG PYTHON_IMAGE=python:3.11-slim
+
+# What `pip install .` reads, and nothing else: both builds take their sources from here.
+FROM scratch AS source
+COPY pyproject.toml README.md /src/
+COPY service /src/service
+
+# One base per flavour, each with a Python. The CUDA image has none: it gets Ubuntu 24.04's (3.12),
+# whose venv module the build needs (not pinned: Ubuntu drops superseded versions from its archive).
+FROM ${PYTHON_IMAGE} AS cpu-base
+
+FROM ${CUDA_IMAGE} AS gpu-base
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-venv \
+    && rm -rf /var/lib/apt/lists/*
+
+# The virtual environment, built where pip, its cache and the sources can stay behind. The venv's python
+# links to the base's, so each flavour builds its own.
+FROM cpu-base AS cpu-build
+COPY --from=source /src /src
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python3 -m venv /opt/venv && /opt/venv/bin/pip install /src
+
+FROM gpu-base AS gpu-build
+COPY --from=source /src /src
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python3 -m venv /opt/venv && /opt/venv/bin/pip install /src
+
+# The runtime stages: the same instructions on top of each base (tests/test_deploy.py keeps them in step).
+# TRANSLATOR_HOST: a container must listen on all its interfaces, not only on its own loopback.
+FROM gpu-base AS gpu
+COPY --from=gpu-build /opt/venv /opt/venv
+COPY deploy/healthcheck.py /app/healthcheck.py
+COPY models/en-de /app/models/en-de
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    TRANSLATOR_HOST=0.0.0.0 \
+    TRANSLATOR_MODEL_DIR=/app/models/en-de
+WORKDIR /app
+USER 10001:10001
+EXPOSE 8000
+HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 CMD ["python", "/app/healthcheck.py"]
+CMD ["python", "-m", "service"]
+
+FROM cpu-base AS cpu
+COPY --from=cpu-build /opt/venv /opt/venv
+COPY deploy/healthcheck.py /app/healthcheck.py
+COPY models/en-de /app/models/en-de
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    TRANSLATOR_HOST=0.0.0.0 \
+    TRANSLATOR_MODEL_DIR=/app/models/en-de
+WORKDIR /app
+USER 10001:10001
+EXPOSE 8000
+HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 CMD ["python", "/app/healthcheck.py"]
+CMD ["python", "-m", "service"]
