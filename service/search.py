@@ -68,7 +68,8 @@ def beam_search(
 
     At each step every sentence keeps its beam_size best unfinished continuations out of the 2*beam_size
     best candidates; a candidate ending in </s> among the beam_size best is set aside as finished.
-    A sentence stops when beam_size hypotheses have finished, or at its maximum length.
+    A sentence stops at its maximum length, or once beam_size hypotheses have finished and no unfinished
+    one can still score better than them.
     Returns the n_best finished hypotheses of each sentence, best first.
     """
     n, k = len(max_lengths), beam_size
@@ -93,7 +94,12 @@ def beam_search(
             if np.isfinite(top_scores[b, j]):
                 seq = history[b, origin[b, j]].tolist() + ([] if token[b, j] == eos else [int(token[b, j])])
                 finished[sentences[b]].append(Hypothesis(seq, top_scores[b, j] / length_penalty(t + 1, alpha)))
-        done = at_limit | np.array([len(finished[s]) >= k for s in sentences])
+        # done once k hypotheses have finished and no live one can still beat them: a live hypothesis's
+        # log-probability only falls, so the best it can reach is its score now / length_penalty(max length)
+        best_live = np.where(ends, -np.inf, top_scores).max(axis=1) / length_penalty(max_lengths[sentences], alpha)
+        kth_best = np.array([sorted(h.score for h in finished[s])[-k] if len(finished[s]) >= k else -np.inf
+                             for s in sentences])
+        done = at_limit | (kth_best >= best_live)
         if done.all():
             break
         # the k best candidates that go on, per sentence

@@ -190,11 +190,6 @@ def test_beam_search_scores_are_right_and_beat_greedy():
     assert sum(hyps[0].tokens != g for hyps, g in zip(beams, table_greedy(table))) >= 3  # beam finds better ones
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="service/search.py ends a sentence once beam_size hypotheses have finished, even while a live one "
-    "already scores better than all of them: here beam search returns a worse translation than greedy",
-)
 def test_beam_search_goes_on_while_a_live_hypothesis_is_better():
     sure = 4
     table = np.full((1, MAX_LENGTH, VOCAB, VOCAB), -10.0)
