@@ -34,6 +34,8 @@ import jsonschema
 import pytest
 import yaml
 
+from bench.serve import free_port, running_service
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 COMPOSE_FILES = ["docker-compose.yml", "docker-compose.cpu.yml", "docker-compose.scale.yml"]
@@ -221,12 +223,6 @@ def project_install(args: list[str], project_dirs: set[str]) -> frozenset[str] |
 # --- the service ------------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def port_is_free(port: int) -> bool:
     with socket.socket() as s:
         try:
@@ -236,7 +232,7 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def service_env(**settings: str) -> dict[str, str]:
+def clean_env(**settings: str) -> dict[str, str]:
     """This process's environment without any TRANSLATOR_* setting of its own, plus the given ones."""
     return {**{k: v for k, v in os.environ.items() if not k.startswith("TRANSLATOR_")}, **settings}
 
@@ -275,17 +271,6 @@ def answers_ready(url: str) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def service(model_dir: Path, port: int, log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """`python -m service` on 127.0.0.1:port, once /ready answers 200; yields its base URL and process."""
-    env = service_env(TRANSLATOR_MODEL_DIR=str(model_dir), TRANSLATOR_THREADS="1")
-    command = [sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port)]
-    with running(command, env, log) as proc:
-        url = f"http://127.0.0.1:{port}"
-        wait_until(lambda: answers_ready(f"{url}/ready"), proc, log, f"service on port {port} ready")
-        yield url, proc
-
-
 def scrape(url: str) -> dict[str, dict[str, float]]:
     """/metrics as {sample name: {labels as text: value}}."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -295,25 +280,6 @@ def scrape(url: str) -> dict[str, dict[str, float]]:
         for s in family.samples:
             samples.setdefault(s.name, {})[json.dumps(s.labels, sort_keys=True)] = s.value
     return samples
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    """A model folder the service can load: a tiny random Transformer, exported as the real one is."""
-    torch = pytest.importorskip("torch")
-    from export.__main__ import export_model
-    from model.config import preset
-    from model.tokenizer import train_sentencepiece
-    from model.transformer import Transformer
-
-    work = tmp_path_factory.mktemp("tiny-model")
-    texts = ["A dog runs through the park.", "Ein Hund läuft durch den Park.", "The cat sleeps.", "Die Katze schläft."]
-    spm = train_sentencepiece(texts * 20, work / "spm", vocab_size=40)
-    torch.manual_seed(0)
-    cfg = preset("tiny", vocab_size=40)
-    torch.save({"config": cfg.to_dict(), "model": Transformer(cfg).eval().state_dict()}, work / "model.pt")
-    export_model(work / "model.pt", work / "en-de", spm, ["fp32"])
-    return work / "en-de"
 
 
 def exported_metric_names() -> dict[str, set[str]]:
@@ -484,7 +450,7 @@ def test_dockerignore_keeps_the_context_to_what_the_image_copies(tmp_path):
 def test_the_shipped_model_the_images_bake_in_exists():
     model = ROOT / "models/en-de"
     if not (model / "config.json").exists():
-        pytest.skip("models/en-de is not exported yet: until it is, the images cannot be built")
+        pytest.fail("models/en-de is not exported yet: until it is, the images cannot be built", pytrace=False)
     config = json.loads((model / "config.json").read_text())
     for name in [config["select"], config["tokenizer"], *config["graphs"]["fp32"].values()]:
         assert (model / name).is_file(), name
@@ -591,7 +557,7 @@ def test_translator_starts_as_compose_starts_it_and_passes_compose_health_check(
         check[-1] = urlunsplit(url)
     shipped = repo_path(image, env["TRANSLATOR_MODEL_DIR"])
     env["TRANSLATOR_MODEL_DIR"] = str(shipped if (shipped / "config.json").exists() else tiny_model_dir)
-    env = service_env(**env)
+    env = clean_env(**env)
 
     def passes(check: list[str]) -> bool:
         return subprocess.run(run_locally(image, check[1:]), env=env, capture_output=True, timeout=30).returncode == 0
@@ -675,22 +641,26 @@ def test_grafana_provisioning_points_at_the_datasource_and_dashboards_compose_mo
 def test_real_prometheus_scrapes_the_service_and_every_dashboard_query_returns_data(tiny_model_dir, tmp_path):
     """Debian's Prometheus, configured as in compose but for loopback, scraping a real service under some traffic."""
     prometheus = need_tool("prometheus")
-    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
-    service_port, listen = free_port(), free_port()
-    config["global"].update(scrape_interval="1s", evaluation_interval="1s")
-    (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "translator"]
-    del job["dns_sd_configs"]  # Docker's DNS name of the replicas becomes the one process here
-    job["static_configs"] = [{"targets": [f"127.0.0.1:{service_port}"]}]
-    config["scrape_configs"] = [job]
-    config["rule_files"] = [str(PROMETHEUS_CONFIG.parent / f) for f in config["rule_files"]]
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    command = [prometheus, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}"]
-    command.append(f"--web.listen-address=127.0.0.1:{listen}")
-    api = f"http://127.0.0.1:{listen}/api/v1"
-
     with contextlib.ExitStack() as stack:
-        url, _ = stack.enter_context(service(tiny_model_dir, service_port, tmp_path / "service.log"))
+        url = stack.enter_context(running_service(tiny_model_dir, tmp_path / "service.log", threads=1)).url
+        config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+        config["global"].update(scrape_interval="1s", evaluation_interval="1s")
+        (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "translator"]
+        del job["dns_sd_configs"]  # Docker's DNS name of the replicas becomes the one process here
+        job["static_configs"] = [{"targets": [url.removeprefix("http://")]}]
+        config["scrape_configs"] = [job]
+        config["rule_files"] = [str(PROMETHEUS_CONFIG.parent / f) for f in config["rule_files"]]
+        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+        listen = free_port()
+        api = f"http://127.0.0.1:{listen}/api/v1"
+        command = [
+            prometheus,
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--web.listen-address=127.0.0.1:{listen}",
+        ]
+        command.append(f"--storage.tsdb.path={tmp_path / 'data'}")
         proc = stack.enter_context(running(command, os.environ, tmp_path / "prometheus.log"))
+
         for i in range(6):  # traffic: translations, one refused (400), spread over a few scrapes
             httpx.post(f"{url}/translate", json={"q": "The cat sleeps." * (i + 1), "source": "en", "target": "de"})
             time.sleep(0.5)
@@ -751,11 +721,12 @@ def test_nginx_accepts_the_config(tmp_path):
 
 
 def test_nginx_spreads_requests_over_two_service_processes_and_skips_one_that_is_down(tiny_model_dir, tmp_path):
-    ports, listen = [free_port(), free_port()], free_port()
-    conf = render_nginx(tmp_path, ports, listen)
     request = {"q": "A dog runs through the park.", "source": "en", "target": "de"}
     with contextlib.ExitStack() as stack:
-        backends = [stack.enter_context(service(tiny_model_dir, p, tmp_path / f"service-{p}.log")) for p in ports]
+        logs = [tmp_path / f"service-{i}.log" for i in range(2)]
+        backends = [stack.enter_context(running_service(tiny_model_dir, log, threads=1)) for log in logs]
+        ports, listen = [urlsplit(b.url).port for b in backends], free_port()
+        conf = render_nginx(tmp_path, ports, listen)
         log = tmp_path / "nginx.log"
         proc = stack.enter_context(running([*nginx_command(conf), "-g", "daemon off;"], os.environ, log))
         front = f"http://127.0.0.1:{listen}"
@@ -767,18 +738,18 @@ def test_nginx_spreads_requests_over_two_service_processes_and_skips_one_that_is
             assert r.status_code == 200, r.text
             assert r.headers["X-Upstream"] in {f"127.0.0.1:{p}" for p in ports}
             answered_by.append(int(r.headers["X-Translator-Instance"].rsplit(":", 1)[1]))  # host:pid
-        assert set(answered_by) == {p.pid for _, p in backends}
+        assert set(answered_by) == {b.process.pid for b in backends}
         # ...and each counted its share in its own /metrics, scraped directly as Prometheus does
-        counts = [scrape(url)["translator_requests_total"].get('{"status": "200"}', 0) for url, _ in backends]
+        counts = [scrape(b.url)["translator_requests_total"].get('{"status": "200"}', 0) for b in backends]
         assert all(c > 0 for c in counts) and sum(counts) == 12, counts
 
         # One replica goes down: every request still succeeds, on the other one.
-        down, up = (p for _, p in backends)
-        down.kill()
-        down.wait()
+        down, up = backends
+        down.process.kill()
+        down.process.wait()
         for _ in range(4):
             r = httpx.post(f"{front}/translate", json=request, timeout=30)
-            assert r.status_code == 200 and r.headers["X-Translator-Instance"].endswith(f":{up.pid}")
+            assert r.status_code == 200 and r.headers["X-Translator-Instance"].endswith(f":{up.process.pid}")
 
 
 # === the deployment docs ==================================================================================
