@@ -12,19 +12,10 @@ import json
 import time
 from pathlib import Path
 
-import sacrebleu
-
 from model.data import read_pairs
+from model.evaluate import score
 from service.search import SearchOptions
 from service.translator import Translator
-
-
-def score(hyps: list[str], refs: list[str]) -> dict:
-    return {
-        "bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
-        "bleu_lowercase": round(sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score, 2),
-        "chrf": round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2),
-    }
 
 
 def parse_set(text: str) -> tuple[str, Path, list[str]]:
