@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> None:
     print("\n| set | split | search | BLEU | BLEU (lowercased) | chrF |\n|---|---|---|---|---|---|")
     for r in rows:
         search = "greedy" if r["beam"] == 1 else f"beam {r['beam']}"
-        print(f"| {r['set']} | {r['split']} | {search} | {r['bleu']} | {r['bleu_lowercase']} | {r['chrf']} |")
+        figures = " | ".join(f"{r[k]:.2f}" for k in ("bleu", "bleu_lowercase", "chrf"))
+        print(f"| {r['set']} | {r['split']} | {search} | {figures} |")
     if args.out:
         args.out.write_text(json.dumps(rows, indent=2) + "\n")
 
