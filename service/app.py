@@ -51,7 +51,11 @@ def load(state: State) -> Translator:
 
 
 async def start(state: State) -> None:
-    state.translator = await asyncio.to_thread(load, state)
+    try:
+        state.translator = await asyncio.to_thread(load, state)
+    except Exception:  # nothing was accepted yet: exit, so that a supervisor restarts us or a person sees why
+        log.critical("cannot load the model from %s", state.settings.model_dir, exc_info=True)
+        os._exit(3)
     t, s = state.translator, state.settings
     state.metrics.model_info.labels(t.name, t.provider, s.precision).set(1)
     state.batcher = Batcher(
