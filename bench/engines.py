@@ -27,7 +27,16 @@ from collections.abc import Callable
 from itertools import groupby
 from pathlib import Path
 
-from bench.report import RESULTS, environment, markdown_table, median, peak_rss_mib, rss_mib, write_results
+from bench.report import (
+    RESULTS,
+    environment,
+    log_x_ticks,
+    markdown_table,
+    median,
+    peak_rss_mib,
+    rss_mib,
+    write_results,
+)
 from bench.testset import DEFAULT_SPLIT, REPO, load_test_set
 from service.search import SearchOptions
 from service.tokenizer import Tokenizer
@@ -251,12 +260,8 @@ def plot(summary: list[dict], path: Path) -> None:
                 if r["engine"] == engine and r["beam_size"] == beam
             )
             ax.plot(*zip(*points), marker="o", label=engine)
-        ax.set(
-            xscale="log",
-            xlabel="batch size (sentences)",
-            ylabel="sentences/s",
-            title="greedy" if beam == 1 else f"beam {beam}",
-        )
+        ax.set(xlabel="batch size (sentences)", ylabel="sentences/s", title="greedy" if beam == 1 else f"beam {beam}")
+        log_x_ticks(ax, sorted({r["batch_size"] for r in summary}))
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()

@@ -87,3 +87,12 @@ def write_results(out_dir: Path, name: str, data: dict, markdown: str) -> tuple[
     json_path.write_text(json.dumps(data, indent=2) + "\n")
     md_path.write_text(markdown)
     return json_path, md_path
+
+
+def log_x_ticks(ax, values: list[int]) -> None:
+    """A log x axis labelled at exactly these values (batch sizes, concurrency levels)."""
+    from matplotlib.ticker import NullFormatter
+
+    ax.set_xscale("log")
+    ax.set_xticks(values, [str(v) for v in values])
+    ax.xaxis.set_minor_formatter(NullFormatter())
