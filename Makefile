@@ -32,6 +32,13 @@ system-deps:
 test: $(VENV)/.dev system-deps
 	$(PY) -m pytest -q
 
+# Every benchmark of BENCHMARKS.md, one after the other (about an hour on 2 cores); results in bench/results/.
+bench: $(VENV)/.dev
+	$(PY) -m bench.decode
+	$(PY) -m bench.load --compare --concurrency 32 --seconds 20
+	$(PY) -m bench.engines
+	$(PY) -m bench.servers
+
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 
