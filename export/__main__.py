@@ -36,11 +36,18 @@ def quantize_int8(src: Path, dst: Path) -> None:
 
 
 def convert_fp16(src: Path, dst: Path) -> None:
-    """fp16 weights and arithmetic, for GPUs; inputs and outputs stay fp32 so callers need not change."""
+    """fp16 weights and arithmetic, for GPUs; inputs and outputs stay fp32 so callers need not change.
+
+    The converter appends the Casts of the graph inputs after the nodes that read them; ONNX Runtime sorts graphs
+    itself, but the ONNX checker (and other runtimes) want them in topological order, so the graph is sorted again.
+    """
+    import onnx_ir
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
-    graph = convert_float_to_float16(onnx.load(str(src)), keep_io_types=True)
-    onnx.save(graph, str(dst))
+    model = onnx_ir.from_proto(convert_float_to_float16(onnx.load(str(src)), keep_io_types=True))
+    model.graph.sort()
+    onnx.save(onnx_ir.to_proto(model), str(dst))
+    onnx.checker.check_model(str(dst))
 
 
 def export_model(checkpoint: Path, out: Path, spm: Path, variants: list[str]) -> dict:
