@@ -1,0 +1,358 @@
+"""ONNX export with a KV cache, and the ONNX Runtime translator, against the PyTorch model.
+
+The first part exports small random models (post-LN and pre-LN) with a SentencePiece model trained on the sentences
+below, once per session, and checks the graphs, their dynamic shapes, their numbers and the translator.
+
+The second part checks the shipped model, models/en-de, on Multi30k test_2016_flickr (MULTI30K_DIR). A missing model
+or data set fails these tests, it does not skip them; leave them out with -k "not shipped" while developing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+from export.__main__ import VARIANTS, export_model
+from model.checkpoint import load_model
+from model.config import preset
+from model.decode import translate
+from model.tokenizer import train_sentencepiece
+from model.train import batch_loss, collate, encode_pairs
+from model.transformer import Transformer
+from service.search import SearchOptions, pad_batch
+from service.tokenizer import Tokenizer
+from service.translator import Translator
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED_DIR = REPO / "models" / "en-de"
+SHIPPED_FILES = ["model.pt", "spm.model", "config.json", "encoder.onnx", "decoder.onnx", "select.onnx"]
+MAX_IR_VERSION = 13  # the newest ONNX Runtime 1.31 reads
+ATOL = 1e-4  # fp32 logits and caches, ONNX Runtime against PyTorch
+
+# Written for these tests; the SentencePiece model is trained on them, the translation tests translate them.
+SENTENCES = [
+    "A man in a blue shirt is riding a bicycle down the street.",
+    "Two children are playing with a red ball in the garden.",
+    "An old woman sells fresh bread at the market.",
+    "The dog jumps over the fence to catch the frisbee.",
+    "Three friends sit on a bench and laugh.",
+    "A girl with long hair is reading a book under a tree.",
+    "Workers in orange vests repair the road.",
+    "Is this the train to Berlin?",
+    "Ein Mann in einem blauen Hemd fährt mit dem Fahrrad die Straße hinunter.",
+    "Zwei Kinder spielen im Garten mit einem roten Ball.",
+    "Eine alte Frau verkauft frisches Brot auf dem Markt.",
+    "Der Hund springt über den Zaun, um die Frisbeescheibe zu fangen.",
+    "Drei Freunde sitzen auf einer Bank und lachen.",
+    "Ein Mädchen mit langen Haaren liest unter einem Baum ein Buch.",
+    "Arbeiter in orangefarbenen Westen reparieren die Straße.",
+    "Ist das der Zug nach Berlin?",
+]
+VOCAB = 120
+
+# Noise from torch.onnx.export while the fixtures export.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:.*axis name.*:UserWarning"),
+]
+
+
+# --- fixtures -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Exported:
+    """A PyTorch model, its tokenizer and the model folder exported from it, with CPU sessions of its graphs."""
+
+    model: Transformer
+    tokenizer: Tokenizer
+    directory: Path
+
+    def __post_init__(self) -> None:
+        self.encoder, self.decoder, self.select = (
+            cpu_session(self.directory / f"{name}.onnx") for name in ("encoder", "decoder", "select")
+        )
+
+    def translator(self, **kwargs) -> Translator:
+        return Translator(self.directory, **{"provider": "cpu", "threads": 1, **kwargs})
+
+
+def cpu_session(path: Path) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """PyTorch on n threads for a while (another test file may have set one thread for the whole session)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def half_trained_model(tokenizer: Tokenizer, pre_norm: bool, steps: int = 50) -> Transformer:
+    """A small random model after a few Adam steps on SENTENCES (English to German and back).
+
+    Untrained, a model repeats one token until the length limit; this one's outputs differ from sentence to
+    sentence, some end early and some run to the limit, so searches take every path (rows leaving a batch, beams
+    finishing at different steps). It trains on one thread in about a second.
+    """
+    torch.manual_seed(0)
+    sizes = dict(n_layers=2, d_model=48, n_heads=3, max_len=64)
+    cfg = preset("tiny", vocab_size=tokenizer.vocab_size, pre_norm=pre_norm, **sizes)
+    model = Transformer(cfg)
+    half = len(SENTENCES) // 2
+    pairs = list(zip(SENTENCES[:half], SENTENCES[half:])) + list(zip(SENTENCES[half:], SENTENCES[:half]))
+    batch = collate(encode_pairs(tokenizer, pairs, cfg.max_len), cfg, "cpu")
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    with torch_threads(1):
+        for _ in range(steps):
+            loss, _ = batch_loss(model, batch, cfg, label_smoothing=0.0, amp=False)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return model.eval()
+
+
+@pytest.fixture(scope="session")
+def export_spm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return train_sentencepiece(SENTENCES * 10, tmp_path_factory.mktemp("export-spm") / "spm", vocab_size=VOCAB)
+
+
+@pytest.fixture(scope="session", params=[False, True], ids=["post-ln", "pre-ln"])
+def exported(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, export_spm: Path) -> Exported:
+    """A small model saved as a checkpoint and exported in every precision, as `python -m export` does."""
+    tokenizer = Tokenizer(export_spm)
+    model = half_trained_model(tokenizer, pre_norm=request.param)
+    directory = tmp_path_factory.mktemp("export-pre-ln" if request.param else "export-post-ln")
+    torch.save({"config": model.cfg.to_dict(), "model": model.state_dict()}, directory / "model.pt")
+    export_model(directory / "model.pt", directory, export_spm, list(VARIANTS))
+    return Exported(model, tokenizer, directory)
+
+
+# --- running both sides -------------------------------------------------------------------------------------
+
+
+def random_source(model: Transformer, lengths: list[int], seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A right-padded batch of random source ids of the given lengths (each ending with </s>) and its mask."""
+    rng = np.random.default_rng(seed)
+    cfg = model.cfg
+    return pad_batch([rng.integers(4, cfg.vocab_size, n - 1).tolist() + [cfg.eos_id] for n in lengths], cfg.pad_id)
+
+
+@torch.inference_mode()
+def torch_encode(model: Transformer, src: np.ndarray, src_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    memory = model.encode(torch.as_tensor(src), torch.as_tensor(src_mask))
+    return memory.numpy(), model.cross_keys_values(memory).numpy()
+
+
+@torch.inference_mode()
+def torch_step(
+    model: Transformer, tokens: np.ndarray, self_kv: np.ndarray, cross_kv: np.ndarray, src_mask: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One decoding step in PyTorch: logits (N, V) of the next token and the grown cache."""
+    args = (torch.as_tensor(x) for x in (tokens[:, None], cross_kv, src_mask, self_kv))
+    logits, new_self_kv = model.decode(*args)
+    return logits[:, -1].numpy(), new_self_kv.numpy()
+
+
+def ort_step(
+    session: ort.InferenceSession, tokens: np.ndarray, self_kv: np.ndarray, cross_kv: np.ndarray, src_mask: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    feeds = {"tokens": tokens[:, None], "self_kv": self_kv, "cross_kv": cross_kv, "src_mask": src_mask}
+    logits, new_self_kv = session.run(["logits", "new_self_kv"], feeds)
+    return logits, new_self_kv
+
+
+def empty_cache(model: Transformer, batch: int, length: int = 0, seed: int = 0) -> np.ndarray:
+    """A self-attention cache of `length` random positions (no position when 0)."""
+    cfg = model.cfg
+    shape = (cfg.n_layers, 2, batch, cfg.n_heads, length, cfg.d_head)
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, what: str, atol: float = ATOL) -> None:
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, expected {expected.shape}"
+    diff = float(np.abs(actual - expected).max()) if actual.size else 0.0
+    assert diff <= atol, f"{what}: max abs difference {diff:.3g} > {atol}"
+
+
+def assert_steps_match(
+    exported: Exported, model: Transformer, src: np.ndarray, src_mask: np.ndarray, targets: np.ndarray
+) -> None:
+    """Teacher-force targets (N, T) through both decoders, each step fed PyTorch's caches; compare every output."""
+    _, cross_kv = torch_encode(model, src, src_mask)
+    (ort_cross_kv,) = exported.encoder.run(["cross_kv"], {"src": src, "src_mask": src_mask})
+    assert_close(ort_cross_kv, cross_kv, "cross_kv")
+    self_kv = empty_cache(model, len(src))
+    for t in range(targets.shape[1]):
+        logits, new_self_kv = torch_step(model, targets[:, t], self_kv, cross_kv, src_mask)
+        ort_logits, ort_new_self_kv = ort_step(exported.decoder, targets[:, t], self_kv, cross_kv, src_mask)
+        assert_close(ort_logits, logits, f"logits at step {t}")
+        assert_close(ort_new_self_kv, new_self_kv, f"new_self_kv at step {t}")
+        self_kv = new_self_kv
+
+
+# --- the graphs ---------------------------------------------------------------------------------------------
+
+
+def test_graphs_pass_the_checker_with_a_readable_ir_version(exported: Exported):
+    paths = sorted(exported.directory.glob("*.onnx"))
+    names = {p.name for p in paths}
+    assert {"encoder.onnx", "decoder.onnx", "select.onnx", "encoder.int8.onnx", "decoder.fp16.onnx"} <= names
+    for path in paths:
+        onnx.checker.check_model(str(path), full_check=True)
+        assert onnx.load(str(path), load_external_data=False).ir_version <= MAX_IR_VERSION, path.name
+
+
+SHAPES = [  # (batch, source lengths, cached positions): none is the export example's (2, 5, 3)
+    pytest.param([1], 0, id="batch1-src1-T0"),
+    pytest.param([9], 0, id="batch1-T0"),
+    pytest.param([9], 4, id="batch1-T4"),
+    pytest.param([11, 3, 7], 0, id="batch3-padded-T0"),
+    pytest.param([2, 12, 6, 1, 12], 17, id="batch5-padded-T17"),
+]
+
+
+@pytest.mark.parametrize("lengths,past", SHAPES)
+def test_encoder_matches_pytorch_at_any_shape(exported: Exported, lengths: list[int], past: int):
+    model = exported.model
+    src, src_mask = random_source(model, lengths, seed=len(lengths) + past)
+    memory, cross_kv = torch_encode(model, src, src_mask)
+    ort_memory, ort_cross_kv = exported.encoder.run(["memory", "cross_kv"], {"src": src, "src_mask": src_mask})
+    assert_close(ort_memory, memory, "memory")
+    assert_close(ort_cross_kv, cross_kv, "cross_kv")
+
+
+@pytest.mark.parametrize("lengths,past", SHAPES)
+def test_decoder_step_matches_pytorch_at_any_shape(exported: Exported, lengths: list[int], past: int):
+    model = exported.model
+    src, src_mask = random_source(model, lengths, seed=len(lengths) + past)
+    _, cross_kv = torch_encode(model, src, src_mask)
+    self_kv = empty_cache(model, len(lengths), past, seed=past)
+    tokens = np.random.default_rng(past).integers(4, model.cfg.vocab_size, len(lengths))
+    logits, new_self_kv = torch_step(model, tokens, self_kv, cross_kv, src_mask)
+    ort_logits, ort_new_self_kv = ort_step(exported.decoder, tokens, self_kv, cross_kv, src_mask)
+    n, cfg = len(lengths), model.cfg
+    assert ort_logits.shape == (n, cfg.vocab_size)
+    assert ort_new_self_kv.shape == (cfg.n_layers, 2, n, cfg.n_heads, past + 1, cfg.d_head)
+    assert_close(ort_logits, logits, "logits")
+    assert_close(ort_new_self_kv, new_self_kv, "new_self_kv")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_decoding_steps_match_pytorch_on_padded_batches(exported: Exported, seed: int):
+    model = exported.model
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 20, 6).tolist()
+    src, src_mask = random_source(model, lengths, seed)
+    targets = np.concatenate([np.full((6, 1), model.cfg.bos_id), rng.integers(4, model.cfg.vocab_size, (6, 8))], 1)
+    assert_steps_match(exported, model, src, src_mask, targets)
+
+
+@pytest.mark.parametrize("rows", [[4, 0, 0, 2], [1], [4, 3, 2, 1, 0], [0, 0, 0, 0, 0, 0, 0, 0]])
+@pytest.mark.parametrize("past", [0, 3])
+def test_select_gathers_rows(exported: Exported, rows: list[int], past: int):
+    x = np.random.default_rng(past).standard_normal((2, 2, 5, 3, past, 4)).astype(np.float32)
+    index = np.array(rows, dtype=np.int64)
+    (y,) = exported.select.run(["y"], {"x": x, "rows": index})
+    np.testing.assert_array_equal(y, x[:, :, index])
+
+
+# --- the translator -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_translator_translates_as_pytorch_does(exported: Exported, beam_size: int):
+    texts = SENTENCES + [s.lower() for s in SENTENCES] + ["", "Berlin.", "Hello, how are you today, my friend?"]
+    opts = SearchOptions(beam_size=beam_size)
+    with torch_threads(1):  # as many as the translator's
+        expected = translate(exported.model, exported.tokenizer, texts, opts, batch_size=8)
+    got = [hyps[0].text for hyps in exported.translator().translate(texts, opts, batch_size=8)]
+    assert len(set(expected)) > len(texts) // 2, "the model should not translate everything alike"
+    mismatches = [(t, e, g) for t, e, g in zip(texts, expected, got) if e != g]
+    assert not mismatches, f"{len(mismatches)} translations differ, e.g. {mismatches[:3]}"
+
+
+def gpu_present() -> bool:
+    return Path("/dev/nvidia0").exists() or Path("/dev/dxg").exists()
+
+
+@pytest.mark.parametrize("provider", ["auto", "cpu"])
+def test_reported_provider_is_the_one_that_runs(exported: Exported, provider: str):
+    translator = exported.translator(provider=provider)
+    assert translator.provider == translator.decoder.get_providers()[0] == translator.encoder.get_providers()[0]
+    assert translator.on_gpu == (translator.provider == "CUDAExecutionProvider")
+    if provider == "cpu" or not gpu_present():
+        assert translator.provider == "CPUExecutionProvider"
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp16"])
+def test_other_precisions_load_and_translate(exported: Exported, precision: str):
+    translator = exported.translator(precision=precision)
+    got = translator.translate(SENTENCES, SearchOptions(beam_size=2))
+    assert [len(hyps) for hyps in got] == [1] * len(SENTENCES)
+    assert all(isinstance(hyps[0].text, str) for hyps in got)
+    assert len({hyps[0].text for hyps in got}) > 1
+
+
+# --- the shipped model --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Shipped:
+    exported: Exported
+    sources: list[str]  # test_2016_flickr, English
+    references: list[str]  # and German
+
+
+@pytest.fixture(scope="session")
+def shipped() -> Shipped:
+    missing = [name for name in SHIPPED_FILES if not (SHIPPED_DIR / name).exists()]
+    if missing:
+        pytest.fail(f"the shipped model is incomplete: {SHIPPED_DIR} lacks {', '.join(missing)}", pytrace=False)
+    from bench.testset import load_test_set, multi30k_dir
+
+    try:
+        sources, references = load_test_set()
+    except FileNotFoundError as e:
+        message = f"Multi30k test_2016_flickr not found ({e}); set MULTI30K_DIR (now {multi30k_dir()})"
+        pytest.fail(message, pytrace=False)
+    model = load_model(SHIPPED_DIR / "model.pt")
+    return Shipped(Exported(model, Tokenizer(SHIPPED_DIR / "spm.model"), SHIPPED_DIR), sources, references)
+
+
+@pytest.mark.parametrize("first", [0, 300, 600, 984])
+def test_shipped_logits_match_pytorch_on_test_batches(shipped: Shipped, first: int):
+    """16 consecutive test sentences (so of mixed lengths, padded), teacher-forced with their references."""
+    exported, cfg = shipped.exported, shipped.exported.model.cfg
+    tokenizer = exported.tokenizer
+    sources = tokenizer.encode(shipped.sources[first : first + 16])
+    references = tokenizer.encode(shipped.references[first : first + 16])
+    src, src_mask = pad_batch([ids + [cfg.eos_id] for ids in sources], cfg.pad_id)
+    targets, _ = pad_batch([[cfg.bos_id] + ids for ids in references], cfg.pad_id)
+    assert_steps_match(exported, exported.model, src, src_mask, targets)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_shipped_translator_translates_test_set_as_pytorch_does(shipped: Shipped, beam_size: int):
+    """Every sentence of test_2016_flickr, as `python -m model.evaluate` translates it (batches of 64)."""
+    exported, opts = shipped.exported, SearchOptions(beam_size=beam_size)
+    with torch_threads(os.cpu_count() or 1):
+        expected = translate(exported.model, exported.tokenizer, shipped.sources, opts, batch_size=64)
+    got = [hyps[0].text for hyps in exported.translator(threads=0).translate(shipped.sources, opts, batch_size=64)]
+    mismatches = [(i, e, g) for i, (e, g) in enumerate(zip(expected, got)) if e != g]
+    assert not mismatches, f"{len(mismatches)} of {len(got)} translations differ, e.g. {mismatches[:3]}"
