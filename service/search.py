@@ -26,9 +26,22 @@ class Hypothesis:
     score: float  # length-normalized log-probability (0.0 for greedy, which does not compute it)
 
 
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+def log_sum_exp(logits: np.ndarray) -> np.ndarray:
+    """log(sum(exp(logits))) over the last axis, keeping it (size 1), in the logits' precision."""
+    top = logits.max(axis=-1, keepdims=True)
+    return top + np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
+
+
+def best_tokens(logits: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The `width` most likely next tokens of each row (in no order) and their float64 log-probabilities.
+
+    All a beam needs: a row adds one score to every token's, so a sentence's best candidates are among its rows'
+    best tokens. This spares the search a float64 log-softmax and a top-k over every token of every row.
+    """
+    width = min(width, logits.shape[-1])
+    tokens = np.argpartition(logits, -width, axis=-1)[:, -width:]
+    logp = np.take_along_axis(logits, tokens, -1).astype(np.float64) - log_sum_exp(logits)
+    return tokens, logp
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -80,13 +93,12 @@ def beam_search(
     history = np.zeros((n, k, 0), dtype=np.int64)
     tokens = np.full(n * k, bos, dtype=np.int64)
     for t in range(int(max_lengths.max())):
-        logp = log_softmax(decoder.step(tokens).astype(np.float64))
-        active, vocab = len(sentences), logp.shape[-1]
-        candidates = (scores[:, :, None] + logp.reshape(active, k, vocab)).reshape(active, k * vocab)
-        top = np.argpartition(-candidates, 2 * k, axis=1)[:, : 2 * k]
-        top = np.take_along_axis(top, np.argsort(-np.take_along_axis(candidates, top, 1), axis=1, kind="stable"), 1)
+        row_tokens, logp = best_tokens(decoder.step(tokens), 2 * k)
+        active, width = len(sentences), logp.shape[-1]
+        candidates = (scores[:, :, None] + logp.reshape(active, k, width)).reshape(active, k * width)
+        top = np.argsort(-candidates, axis=1, kind="stable")[:, : 2 * k]
         top_scores = np.take_along_axis(candidates, top, 1)
-        origin, token = top // vocab, top % vocab
+        origin, token = top // width, np.take_along_axis(row_tokens.reshape(active, k * width), top, 1)
         at_limit = t + 1 >= max_lengths[sentences]
         ends = token == eos
         ends[at_limit, :k] = True  # at the maximum length the k best all end here
