@@ -13,9 +13,11 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnxruntime
 import torch
+from onnx import TensorProto, helper, numpy_helper
 
 from export.graphs import OPSET, export_decoder, export_encoder, write_select_graph
 from model.checkpoint import load_model
@@ -29,10 +31,11 @@ def graph_names(precision: str) -> dict[str, str]:
 
 
 def quantize_int8(src: Path, dst: Path) -> None:
-    """Dynamic int8 quantization of the MatMul weights (activations quantized on the fly), for CPUs."""
+    """Dynamic int8 quantization of the MatMul weights (activations quantized on the fly) and of the embedding
+    table (Gather), for CPUs."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(src, dst, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"])
+    quantize_dynamic(src, dst, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm", "Gather"])
 
 
 def convert_fp16(src: Path, dst: Path) -> None:
@@ -50,6 +53,32 @@ def convert_fp16(src: Path, dst: Path) -> None:
     onnx.checker.check_model(str(dst))
 
 
+def store_exact_weights_in_fp16(path: Path) -> int:
+    """Store each fp32 weight that fp16 holds exactly as fp16, with a Cast back to fp32; returns how many.
+
+    Shipped weights are rounded to fp16 (model.package), so this halves an fp32 graph on disk without changing
+    a number: ONNX Runtime folds the Casts into fp32 weights when it loads the graph and computes in fp32 as
+    before. A weight that fp16 would change (the positional table, an unrounded checkpoint) stays as it is.
+    """
+    model = onnx.load(str(path))
+    casts = []
+    for weight in model.graph.initializer:
+        values = numpy_helper.to_array(weight)
+        with np.errstate(over="ignore"):  # a value beyond fp16's range becomes inf, so it stays fp32
+            half = values.astype(np.float16)
+        if weight.data_type != TensorProto.FLOAT or not np.array_equal(half.astype(np.float32), values):
+            continue
+        name = weight.name
+        weight.CopyFrom(numpy_helper.from_array(half, f"{name}.fp16"))
+        casts.append(helper.make_node("Cast", [f"{name}.fp16"], [name], name=f"{name}.to_fp32", to=TensorProto.FLOAT))
+    nodes = casts + list(model.graph.node)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    onnx.save(model, str(path))
+    onnx.checker.check_model(str(path))
+    return len(casts)
+
+
 def export_model(checkpoint: Path, out: Path, spm: Path, variants: list[str]) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     model = load_model(checkpoint)
@@ -62,6 +91,8 @@ def export_model(checkpoint: Path, out: Path, spm: Path, variants: list[str]) ->
         if precision != "fp32":
             for part, name in graph_names(precision).items():
                 convert[precision](out / fp32[part], out / name)
+    for name in fp32.values():  # after the conversions, which read plain fp32 weights
+        store_exact_weights_in_fp16(out / name)
     if spm.resolve() != (out / "spm.model").resolve():
         shutil.copy(spm, out / "spm.model")
     cfg = model.cfg

@@ -137,6 +137,9 @@ def exported(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     """A small model saved as a checkpoint and exported in every precision, as `python -m export` does."""
     tokenizer = Tokenizer(export_spm)
     model = half_trained_model(tokenizer, pre_norm=request.param)
+    with torch.no_grad():  # rounded to fp16 as model.package rounds the shipped weights
+        for p in model.parameters():
+            p.copy_(p.half().float())
     directory = tmp_path_factory.mktemp("export-pre-ln" if request.param else "export-post-ln")
     torch.save({"config": model.cfg.to_dict(), "model": model.state_dict()}, directory / "model.pt")
     export_model(directory / "model.pt", directory, export_spm, list(VARIANTS))
@@ -216,6 +219,16 @@ def test_graphs_pass_the_checker_with_a_readable_ir_version(exported: Exported):
     for path in paths:
         onnx.checker.check_model(str(path), full_check=True)
         assert onnx.load(str(path), load_external_data=False).ir_version <= MAX_IR_VERSION, path.name
+
+
+def test_fp32_graphs_store_their_fp16_rounded_weights_as_fp16(exported: Exported):
+    for name in ("encoder.onnx", "decoder.onnx"):
+        matrices = [w for w in onnx.load(str(exported.directory / name)).graph.initializer if np.prod(w.dims) >= 48**2]
+        assert any(w.data_type == onnx.TensorProto.FLOAT16 for w in matrices), name
+        for w in matrices:  # what is left in fp32 is what fp16 cannot hold, such as the positional table
+            if w.data_type == onnx.TensorProto.FLOAT:
+                values = onnx.numpy_helper.to_array(w)
+                assert not np.array_equal(values.astype(np.float16).astype(np.float32), values), (name, w.name)
 
 
 SHAPES = [  # (batch, source lengths, cached positions): none is the export example's (2, 5, 3)
