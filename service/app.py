@@ -44,7 +44,7 @@ class State:
 def load(state: State) -> Translator:
     """Load the model and run it once, greedy and with beams, so the first request is not the slow one."""
     s = state.settings
-    translator = Translator(s.model_dir, s.precision, s.provider, s.threads, s.optimization)
+    translator = Translator(s.model_dir, s.precision, s.provider, s.threads, s.optimization, s.spin_threads)
     translator.translate(["Warming up."], SearchOptions(beam_size=1))
     translator.translate(["Warming up."], SearchOptions(beam_size=2))
     return translator

@@ -21,6 +21,7 @@ class Settings(BaseSettings):
     precision: Literal["fp32", "fp16", "int8"] = Field("fp32", description="which graphs of the model folder")
     threads: int = Field(0, ge=0, description="ONNX Runtime intra-op threads (0: one per core)")
     optimization: Literal["disable", "basic", "extended", "all"] = Field("all", description="graph optimizations")
+    spin_threads: bool = Field(False, description="ONNX Runtime's idle threads spin for work (best without HTTP load)")
     max_batch_sentences: int = Field(64, ge=1, description="sentences in one translator run")
     max_batch_tokens: int = Field(4096, ge=1, description="padded source tokens in one translator run")
     max_wait_ms: float = Field(5.0, ge=0, description="how long a batch waits to fill once it has one sentence")

@@ -52,12 +52,18 @@ class Timer:
     started: float = field(default_factory=time.perf_counter)
 
 
-def session_options(threads: int, optimization: str) -> ort.SessionOptions:
+def session_options(threads: int, optimization: str, spin_threads: bool) -> ort.SessionOptions:
+    """Threads, graph optimizations, and whether idle intra-op threads spin waiting for work.
+
+    Spinning saves a wake-up per operator when the process has the cores to itself; beside an HTTP server on
+    few cores it takes the CPU that the event loop and the search need between two decoder steps.
+    """
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.graph_optimization_level = OPTIMIZATION_LEVELS[optimization]
     opts.log_severity_level = 3
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_threads else "0")
     return opts
 
 
@@ -78,6 +84,7 @@ class Translator:
         provider: str = "auto",
         threads: int = 0,
         optimization: str = "all",
+        spin_threads: bool = False,
     ):
         self.model_dir = Path(model_dir)
         self.config = json.loads((self.model_dir / "config.json").read_text())
@@ -87,21 +94,21 @@ class Translator:
         self.precision = precision
         self.tokenizer = Tokenizer(self.model_dir / self.config["tokenizer"])
         graphs = self.config["graphs"][precision]
-        self.encoder = self._session(graphs["encoder"], provider, threads, optimization)
-        self.decoder = self._session(graphs["decoder"], provider, threads, optimization)
+        self.options = session_options(threads, optimization, spin_threads)
+        self.encoder = self._session(graphs["encoder"], provider)
+        self.decoder = self._session(graphs["decoder"], provider)
         self.provider = self.decoder.get_providers()[0]  # the truth: CUDA may have been asked for and fallen back
         if provider != "cpu" and self.provider != "CUDAExecutionProvider":
             log.warning("CUDA is not usable here (asked: %s); ONNX Runtime runs on %s", provider, self.provider)
         self.on_gpu = self.provider == "CUDAExecutionProvider"
         if self.on_gpu:
-            self.select = self._session(self.config["select"], provider, threads, optimization)
+            self.select = self._session(self.config["select"], provider)
 
-    def _session(self, name: str, provider: str, threads: int, optimization: str) -> ort.InferenceSession:
+    def _session(self, name: str, provider: str) -> ort.InferenceSession:
         if provider == "auto":
             ort.set_default_logger_severity(4)  # a failed CUDA probe is expected here, not an error
         try:
-            opts = session_options(threads, optimization)
-            return ort.InferenceSession(self.model_dir / name, opts, providers=wanted_providers(provider))
+            return ort.InferenceSession(self.model_dir / name, self.options, providers=wanted_providers(provider))
         finally:
             ort.set_default_logger_severity(2)
 
