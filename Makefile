@@ -36,8 +36,10 @@ test: $(VENV)/.dev system-deps
 bench: $(VENV)/.dev
 	$(PY) -m bench.decode
 	$(PY) -m bench.load --compare --concurrency 32 --seconds 20
+	$(PY) -m bench.ct2_check
 	$(PY) -m bench.engines
 	$(PY) -m bench.servers
+	$(PY) -m bench.profile_steps
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
