@@ -3,9 +3,9 @@
     python -m bench.profile_steps [--model-dir models/en-de] [--precision fp32] [--threads 2]
                                   [--batch-sizes 1 16 64] [--beams 1 4] [--sentences 200]
 
-Wraps, in this process only, the translator's encoder and decoder sessions' run(), CpuDecoder.select
-(the cache reordering) and the tokenizer, then translates the first N test sentences in batches.
-Everything else is the search in NumPy (argmax; for beam search log_softmax and top-k) plus glue.
+Wraps, in this process only, the runs of the translator's encoder, decoder and select (the cache reordering)
+sessions and the tokenizer, then translates the first N test sentences in batches.
+Everything else is the search in NumPy (for beam search: candidates, sorting, finished hypotheses) plus glue.
 CTranslate2 translates the same batches for comparison (its total only: it is all C++).
 Writes bench/results/profile.json and profile.md.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 from bench.engines import ensure_ct2_model, translate_in_batches
 from bench.report import RESULTS, environment, markdown_table, write_results
 from bench.testset import DEFAULT_SPLIT, REPO, load_test_set
-from service import translator as ort_translator
+from service.translator import Translator
 from service.search import SearchOptions
 
 PARTS = ["encoder", "decoder", "select", "tokenizer"]
@@ -51,12 +51,12 @@ class Stopwatch:
         self.calls.clear()
 
 
-def instrument(t: ort_translator.Translator, watch: Stopwatch) -> None:
-    t.encoder.run = watch.wrap("encoder", t.encoder.run)
-    t.decoder.run = watch.wrap("decoder", t.decoder.run)
+def instrument(t: Translator, watch: Stopwatch) -> None:
+    t.encoder.run_with_iobinding = watch.wrap("encoder", t.encoder.run_with_iobinding)
+    t.decoder.run_with_iobinding = watch.wrap("decoder", t.decoder.run_with_iobinding)
+    t.select.run_with_iobinding = watch.wrap("select", t.select.run_with_iobinding)
     t.tokenizer.encode = watch.wrap("tokenizer", t.tokenizer.encode)
     t.tokenizer.decode = watch.wrap("tokenizer", t.tokenizer.decode)
-    ort_translator.CpuDecoder.select = watch.wrap("select", ort_translator.CpuDecoder.select)
 
 
 def profile_run(translate: Callable, watch: Stopwatch, texts: list[str], batch_size: int, beam: int) -> dict:
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     args.ct2_dir = args.ct2_dir or RESULTS / "tmp" / f"ct2-{args.model_dir.resolve().name}"
     ensure_ct2_model(args.model_dir, args.ct2_dir)
     texts = load_test_set(args.split)[0][: args.sentences]
-    t = ort_translator.Translator(args.model_dir, precision=args.precision, provider="cpu", threads=args.threads)
+    t = Translator(args.model_dir, precision=args.precision, provider="cpu", threads=args.threads)
     watch = Stopwatch()
     instrument(t, watch)
 

@@ -86,7 +86,7 @@ def export_model(checkpoint: Path, out: Path, spm: Path, variants: list[str]) ->
     fp32 = graph_names("fp32")
     export_encoder(model, out / fp32["encoder"])
     export_decoder(model, out / fp32["decoder"])
-    write_select_graph(out / "select.onnx")
+    write_select_graph(out / "select.onnx", 2 * model.cfg.n_layers)
     convert = {"int8": quantize_int8, "fp16": convert_fp16}
     for precision in variants:
         if precision != "fp32":

@@ -1,10 +1,14 @@
 """The ONNX graphs of a model folder: encoder, one-step decoder with KV cache, and a row gather.
 
 encoder.onnx   src (N, S) int64, src_mask (N, S) bool
-               -> memory (N, S, D), cross_kv (L, 2, N, H, S, Dh)
-decoder.onnx   tokens (N, 1) int64, self_kv (L, 2, N, H, T, Dh), cross_kv, src_mask
-               -> logits (N, V), new_self_kv (L, 2, N, H, T+1, Dh)      (T = 0 at the first step)
-select.onnx    x (L, 2, N, H, T, Dh) float, rows (M,) int64 -> x[:, :, rows]  (reorders caches on the GPU)
+               -> memory (N, S, D), cross_k_0, cross_v_0, cross_k_1, ... (each (N, H, S, Dh))
+decoder.onnx   tokens (N, 1) int64, width (1,) int64, src_mask, self_k_0, self_v_0, ... (each (N, H, T, Dh)),
+               cross_k_0, cross_v_0, ...
+               -> logits (N, V), top_logp (N, width), top_tokens (N, width),
+                  new_self_k_0, new_self_v_0, ... (each (N, H, T+1, Dh))              (T = 0 at the first step)
+select.onnx    x_0, x_1, ... (each (N, H, T, Dh)), rows (M,) int64 -> y_0, y_1, ... = x_i[rows]
+               (reorders a whole cache on the GPU in one run)
+Every cache tensor is an input of its own (model.transformer.KVCache): slicing one stacked tensor would copy it.
 """
 
 from __future__ import annotations
@@ -16,10 +20,23 @@ import torch
 from onnx import TensorProto, helper
 from torch import Tensor, nn
 
-from model.transformer import Transformer
+from model.transformer import KVCache, Transformer
 
 OPSET = 18
 IR_VERSION = 10  # ONNX Runtime 1.31 reads IR versions up to 13; onnx's helpers would write 14
+
+
+def cache_names(prefix: str, n_layers: int) -> list[str]:
+    """The names of a cache's tensors in graph order: prefix_k_0, prefix_v_0, prefix_k_1, ..."""
+    return [f"{prefix}_{kv}_{layer}" for layer in range(n_layers) for kv in "kv"]
+
+
+def flatten(cache: KVCache) -> list[Tensor]:
+    return [t for kv in cache for t in kv]
+
+
+def pairs(tensors: list[Tensor]) -> KVCache:
+    return list(zip(tensors[0::2], tensors[1::2]))
 
 
 class EncoderGraph(nn.Module):
@@ -27,22 +44,26 @@ class EncoderGraph(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, ...]:
         memory = self.model.encode(src, src_mask)
-        return memory, self.model.cross_keys_values(memory)
+        return memory, *flatten(self.model.cross_keys_values(memory))
 
 
 class DecoderGraph(nn.Module):
+    """One decoding step; its log-softmax and top-k are appended to the exported graph by append_top_k."""
+
     def __init__(self, model: Transformer):
         super().__init__()
         self.model = model
 
-    def forward(self, tokens: Tensor, self_kv: Tensor, cross_kv: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor]:
-        logits, new_self_kv = self.model.decode(tokens, cross_kv, src_mask, self_kv)
-        return logits[:, -1], new_self_kv
+    def forward(
+        self, tokens: Tensor, src_mask: Tensor, self_kv: list[Tensor], cross_kv: list[Tensor]
+    ) -> tuple[Tensor, ...]:
+        logits, new_self_kv = self.model.decode(tokens, pairs(cross_kv), src_mask, pairs(self_kv))
+        return logits[:, -1], *flatten(new_self_kv)
 
 
-def example_inputs(model: Transformer, batch: int = 2, src_len: int = 5, past: int = 3) -> dict[str, Tensor]:
+def example_inputs(model: Transformer, batch: int = 2, src_len: int = 5, past: int = 3) -> dict:
     """Inputs of both graphs with a padded source, used for tracing and for parity checks."""
     cfg = model.cfg
     src = torch.randint(4, cfg.vocab_size, (batch, src_len))
@@ -50,8 +71,8 @@ def example_inputs(model: Transformer, batch: int = 2, src_len: int = 5, past: i
     src_mask[0, src_len - 2 :] = False
     src = src.masked_fill(~src_mask, cfg.pad_id)
     with torch.no_grad():
-        _, cross_kv = EncoderGraph(model)(src, src_mask)
-    self_kv = torch.randn(cfg.n_layers, 2, batch, cfg.n_heads, past, cfg.d_head)
+        _, *cross_kv = EncoderGraph(model)(src, src_mask)
+    self_kv = [torch.randn(batch, cfg.n_heads, past, cfg.d_head) for _ in range(2 * cfg.n_layers)]
     tokens = torch.randint(4, cfg.vocab_size, (batch, 1))
     return {"src": src, "src_mask": src_mask, "tokens": tokens, "self_kv": self_kv, "cross_kv": cross_kv}
 
@@ -64,27 +85,49 @@ def export_encoder(model: Transformer, path: Path) -> None:
         (x["src"], x["src_mask"]),
         path,
         input_names=["src", "src_mask"],
-        output_names=["memory", "cross_kv"],
+        output_names=["memory", *cache_names("cross", model.cfg.n_layers)],
         dynamic_shapes={"src": {0: n, 1: s}, "src_mask": {0: n, 1: s}},
     )
 
 
 def export_decoder(model: Transformer, path: Path) -> None:
-    x = example_inputs(model)
+    x, layers = example_inputs(model), model.cfg.n_layers
     n, s, t = torch.export.Dim("batch"), torch.export.Dim("src_len"), torch.export.Dim("past_len")
     _export(
         DecoderGraph(model),
-        (x["tokens"], x["self_kv"], x["cross_kv"], x["src_mask"]),
+        (x["tokens"], x["src_mask"], x["self_kv"], x["cross_kv"]),
         path,
-        input_names=["tokens", "self_kv", "cross_kv", "src_mask"],
-        output_names=["logits", "new_self_kv"],
+        input_names=["tokens", "src_mask", *cache_names("self", layers), *cache_names("cross", layers)],
+        output_names=["logits", *cache_names("new_self", layers)],
         dynamic_shapes={
             "tokens": {0: n},
-            "self_kv": {2: n, 4: t},
-            "cross_kv": {2: n, 4: s},
             "src_mask": {0: n, 1: s},
+            "self_kv": [{0: n, 2: t}] * (2 * layers),
+            "cross_kv": [{0: n, 2: s}] * (2 * layers),
         },
     )
+    append_top_k(path)
+
+
+def append_top_k(path: Path) -> None:
+    """Add what the search needs of the logits: top_logp, top_tokens = log_softmax(logits).topk(width).
+
+    The same computation as model.transformer.best_next_tokens; `width` is an input, since the search asks for 1
+    token per row (greedy) or 2 * beam size. Done in the graph, it spares copying (N, V) logits out at every step.
+    """
+    model = onnx.load(str(path))
+    graph = model.graph
+    graph.input.append(helper.make_tensor_value_info("width", TensorProto.INT64, [1]))
+    graph.node.extend(
+        [
+            helper.make_node("LogSoftmax", ["logits"], ["logp"], name="log_softmax", axis=-1),
+            helper.make_node("TopK", ["logp", "width"], ["top_logp", "top_tokens"], name="top_k", axis=-1),
+        ]
+    )
+    graph.output.insert(1, helper.make_tensor_value_info("top_logp", TensorProto.FLOAT, ["batch", "width"]))
+    graph.output.insert(2, helper.make_tensor_value_info("top_tokens", TensorProto.INT64, ["batch", "width"]))
+    onnx.save(model, str(path))
+    onnx.checker.check_model(str(path))
 
 
 def _export(module: nn.Module, args: tuple, path: Path, **kwargs) -> None:
@@ -99,12 +142,14 @@ def _export(module: nn.Module, args: tuple, path: Path, **kwargs) -> None:
     onnx.checker.check_model(str(path))
 
 
-def write_select_graph(path: Path, dtype: int = TensorProto.FLOAT) -> None:
-    """A one-node graph that gathers rows along axis 2 (the batch axis of both caches)."""
-    x = helper.make_tensor_value_info("x", dtype, ["L", 2, "N", "H", "T", "Dh"])
+def write_select_graph(path: Path, count: int, dtype: int = TensorProto.FLOAT) -> None:
+    """A graph that gathers the same rows of `count` tensors along their first (batch) axis."""
+    shape = ["N", "H", "T", "Dh"]
     rows = helper.make_tensor_value_info("rows", TensorProto.INT64, ["M"])
-    y = helper.make_tensor_value_info("y", dtype, ["L", 2, "M", "H", "T", "Dh"])
-    graph = helper.make_graph([helper.make_node("Gather", ["x", "rows"], ["y"], axis=2)], "select", [x, rows], [y])
+    xs = [helper.make_tensor_value_info(f"x_{i}", dtype, shape) for i in range(count)]
+    ys = [helper.make_tensor_value_info(f"y_{i}", dtype, ["M", *shape[1:]]) for i in range(count)]
+    nodes = [helper.make_node("Gather", [f"x_{i}", "rows"], [f"y_{i}"], axis=0) for i in range(count)]
+    graph = helper.make_graph(nodes, "select", [*xs, rows], ys)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
     onnx.checker.check_model(model)
     onnx.save(model, str(path))

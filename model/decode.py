@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from model.transformer import Transformer
+from model.transformer import KVCache, Transformer, best_next_tokens
 from service.search import Hypothesis, SearchOptions, search
 from service.tokenizer import Tokenizer
 
@@ -20,21 +20,34 @@ class CachedDecoder:
         device = next(model.parameters()).device
         src_t = torch.as_tensor(src, device=device)
         mask_t = torch.as_tensor(src_mask, device=device)
-        cross_kv = model.cross_keys_values(model.encode(src_t, mask_t))
-        self.cross_kv = cross_kv.repeat_interleave(repeat, dim=2)
-        self.src_mask = mask_t.repeat_interleave(repeat, dim=0)
-        self.self_kv = model.empty_cache(len(self.src_mask), self.cross_kv)
+        memory = model.encode(src_t, mask_t)
+        rows = torch.arange(len(src), device=device).repeat_interleave(repeat)  # each sentence `repeat` times
+        self.cross_kv, self.src_mask = _select(model.cross_keys_values(memory), rows), mask_t[rows]
+        self.self_kv = model.empty_cache(len(rows), memory)
 
-    def step(self, tokens: np.ndarray) -> np.ndarray:
-        tokens_t = torch.as_tensor(tokens, device=self.src_mask.device)[:, None]
+    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        tokens_t = self._tensor(tokens)[:, None]
         logits, self.self_kv = self.model.decode(tokens_t, self.cross_kv, self.src_mask, self.self_kv)
-        return logits[:, -1].float().cpu().numpy()
+        return self._best(logits, width)
+
+    def _tensor(self, x: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(x, device=self.src_mask.device)
+
+    @staticmethod
+    def _best(logits: torch.Tensor, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """The best next tokens after the last position, and their log-probabilities, as NumPy arrays."""
+        logp, tokens = best_next_tokens(logits[:, -1].float(), width)
+        return tokens.cpu().numpy(), logp.cpu().numpy()
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        self.self_kv = self.self_kv[:, :, torch.as_tensor(rows, device=self.src_mask.device)]
+        self.self_kv = _select(self.self_kv, self._tensor(rows))
         if cross_rows is not None:
-            index = torch.as_tensor(cross_rows, device=self.src_mask.device)
-            self.cross_kv, self.src_mask = self.cross_kv[:, :, index], self.src_mask[index]
+            index = self._tensor(cross_rows)
+            self.cross_kv, self.src_mask = _select(self.cross_kv, index), self.src_mask[index]
+
+
+def _select(cache: KVCache, rows: torch.Tensor) -> KVCache:
+    return [(k[rows], v[rows]) for k, v in cache]
 
 
 class UncachedDecoder(CachedDecoder):
@@ -44,15 +57,14 @@ class UncachedDecoder(CachedDecoder):
         super().__init__(model, src, src_mask, repeat)
         self.prefix = torch.zeros(len(self.src_mask), 0, dtype=torch.long, device=self.src_mask.device)
 
-    def step(self, tokens: np.ndarray) -> np.ndarray:
-        tokens_t = torch.as_tensor(tokens, device=self.src_mask.device)[:, None]
-        self.prefix = torch.cat([self.prefix, tokens_t], dim=1)
-        empty = self.model.empty_cache(len(self.prefix), self.cross_kv)
+    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        self.prefix = torch.cat([self.prefix, self._tensor(tokens)[:, None]], dim=1)
+        empty = self.model.empty_cache(len(self.prefix), self.cross_kv[0][0])
         logits, _ = self.model.decode(self.prefix, self.cross_kv, self.src_mask, empty)
-        return logits[:, -1].float().cpu().numpy()
+        return self._best(logits, width)
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        self.prefix = self.prefix[torch.as_tensor(rows, device=self.prefix.device)]
+        self.prefix = self.prefix[self._tensor(rows)]
         super().select(rows, cross_rows)
 
 

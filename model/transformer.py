@@ -3,9 +3,12 @@
 Shapes: N batch, S source length, T target length, H heads, D d_model, Dh = D / H, V vocabulary.
 Masks are boolean and True where attention is allowed.
 
-Decoding one step at a time uses two caches, each one tensor so that it can cross an ONNX boundary:
-    self_kv  (L, 2, N, H, T, Dh)  keys and values of the target positions decoded so far, per layer
-    cross_kv (L, 2, N, H, S, Dh)  keys and values of the encoder output, computed once per sentence
+Decoding one step at a time uses two caches (type KVCache), each a list with one (keys, values) pair per decoder
+layer, each tensor (N, H, T, Dh):
+    self_kv   keys and values of the target positions decoded so far
+    cross_kv  keys and values of the encoder output (T = S), computed once per sentence
+Separate tensors rather than one stacked tensor: in an ONNX graph every slice of a tensor is a copy, and copying
+the caches at every step cost the exported decoder a third of its time.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.config import ModelConfig
+
+KVCache = list[tuple[Tensor, Tensor]]
 
 
 def sinusoidal_positions(max_len: int, d_model: int) -> Tensor:
@@ -133,14 +138,14 @@ class DecoderLayer(nn.Module):
     def forward(
         self,
         x: Tensor,
-        past_kv: Tensor,
-        cross_kv: Tensor,
+        past_kv: tuple[Tensor, Tensor],
+        cross_kv: tuple[Tensor, Tensor],
         self_mask: Tensor | None,
         src_mask: Tensor,
-    ) -> tuple[Tensor, Tensor]:
-        """x (N, T, D) are the new positions; past_kv (2, N, H, Tpast, Dh) the cached ones.
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """x (N, T, D) are the new positions; past_kv the cached keys and values, each (N, H, Tpast, Dh).
 
-        Returns the new x and this layer's self-attention keys/values over all positions, (2, N, H, Tpast+T, Dh).
+        Returns the new x and this layer's self-attention keys and values over all positions, (N, H, Tpast+T, Dh).
         """
         h = self.res_self.input(x)
         k, v = self.self_attn.keys_values(h)
@@ -148,9 +153,9 @@ class DecoderLayer(nn.Module):
         v = torch.cat([past_kv[1], v], dim=2)
         x = self.res_self.output(x, self.self_attn(h, k, v, self_mask))
         h = self.res_cross.input(x)
-        x = self.res_cross.output(x, self.cross_attn(h, cross_kv[0], cross_kv[1], src_mask))
+        x = self.res_cross.output(x, self.cross_attn(h, *cross_kv, src_mask))
         x = self.res_ffn.output(x, self.ffn(self.res_ffn.input(x)))
-        return x, torch.stack([k, v])
+        return x, (k, v)
 
 
 class Transformer(nn.Module):
@@ -182,30 +187,31 @@ class Transformer(nn.Module):
             x = layer(x, key_mask)
         return self.encoder_norm(x)
 
-    def cross_keys_values(self, memory: Tensor) -> Tensor:
-        """Every decoder layer's cross-attention keys and values of the encoder output: (L, 2, N, H, S, Dh)."""
-        return torch.stack([torch.stack(layer.cross_attn.keys_values(memory)) for layer in self.decoder])
+    def cross_keys_values(self, memory: Tensor) -> KVCache:
+        """Every decoder layer's cross-attention keys and values of the encoder output, each (N, H, S, Dh)."""
+        return [layer.cross_attn.keys_values(memory) for layer in self.decoder]
 
-    def empty_cache(self, batch: int, like: Tensor) -> Tensor:
-        """A self-attention cache with no positions yet: (L, 2, N, H, 0, Dh)."""
+    def empty_cache(self, batch: int, like: Tensor) -> KVCache:
+        """A self-attention cache with no positions yet: every keys and values tensor (N, H, 0, Dh)."""
         c = self.cfg
-        return like.new_zeros(c.n_layers, 2, batch, c.n_heads, 0, c.d_head)
+        empty = like.new_zeros(batch, c.n_heads, 0, c.d_head)
+        return [(empty, empty) for _ in range(c.n_layers)]
 
     def decode(
         self,
         tgt: Tensor,
-        cross_kv: Tensor,
+        cross_kv: KVCache,
         src_mask: Tensor,
-        self_kv: Tensor,
+        self_kv: KVCache,
         tgt_mask: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
+    ) -> tuple[Tensor, KVCache]:
         """Run the decoder over the new target positions tgt (N, T) after the cached ones in self_kv.
 
         With an empty cache and T > 1 this is ordinary (teacher-forced) decoding, under the look-ahead mask
         and the target padding mask tgt_mask (N, T). With T = 1 it is one step of incremental decoding.
-        Returns the logits (N, T, V) and the grown cache (L, 2, N, H, Tpast + T, Dh).
+        Returns the logits (N, T, V) and the grown cache (each tensor (N, H, Tpast + T, Dh)).
         """
-        past = self_kv.size(4)
+        past = self_kv[0][0].size(2)
         x = self.embed_tokens(tgt, offset=past)
         self_mask = None
         if tgt.size(1) > 1:
@@ -218,13 +224,19 @@ class Transformer(nn.Module):
             x, kv = layer(x, past_kv, layer_cross_kv, self_mask, key_mask)
             new_kv.append(kv)
         logits = self.decoder_norm(x) @ self.embed.weight.T
-        return logits, torch.stack(new_kv)
+        return logits, new_kv
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_mask: Tensor) -> Tensor:
         """Teacher-forced logits (N, T, V) for training."""
-        cross_kv = self.cross_keys_values(self.encode(src, src_mask))
-        logits, _ = self.decode(tgt_in, cross_kv, src_mask, self.empty_cache(src.size(0), cross_kv), tgt_mask)
+        memory = self.encode(src, src_mask)
+        cross_kv = self.cross_keys_values(memory)
+        logits, _ = self.decode(tgt_in, cross_kv, src_mask, self.empty_cache(src.size(0), memory), tgt_mask)
         return logits
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def best_next_tokens(logits: Tensor, width: int) -> tuple[Tensor, Tensor]:
+    """The `width` most likely next tokens of each row of logits (N, V), best first: log-probabilities and ids."""
+    return logits.log_softmax(dim=-1).topk(width, dim=-1)

@@ -1,9 +1,13 @@
 """Greedy and beam search over any step-by-step decoder (ONNX Runtime or PyTorch), in NumPy.
 
 A decoder holds the caches of a batch of rows and offers two calls:
-    step(tokens)                  feed one token per row, get the logits of the next one, (rows, V)
+    step(tokens, width)           feed one token per row; get the `width` most likely next tokens of each row,
+                                  best first, and their log-probabilities: two (rows, width) arrays
     select(rows, cross_rows)      keep and reorder rows of the self-attention cache; cross_rows, when given,
                                   does the same for the encoder keys/values (only needed when sentences leave)
+Beam search needs no more of a step than each row's 2 * beam_size best tokens: a row adds one score to all its
+tokens, so a sentence's best candidates are among its rows' best tokens. The decoder picks them where the logits
+are (in the ONNX graph, or in PyTorch), so that no (rows, vocabulary) array crosses into NumPy.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import numpy as np
 
 
 class StepDecoder(Protocol):
-    def step(self, tokens: np.ndarray) -> np.ndarray: ...
+    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]: ...
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None: ...
 
@@ -24,24 +28,6 @@ class StepDecoder(Protocol):
 class Hypothesis:
     tokens: list[int]  # without <s> and </s>
     score: float  # length-normalized log-probability (0.0 for greedy, which does not compute it)
-
-
-def log_sum_exp(logits: np.ndarray) -> np.ndarray:
-    """log(sum(exp(logits))) over the last axis, keeping it (size 1), in the logits' precision."""
-    top = logits.max(axis=-1, keepdims=True)
-    return top + np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
-
-
-def best_tokens(logits: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The `width` most likely next tokens of each row (in no order) and their float64 log-probabilities.
-
-    All a beam needs: a row adds one score to every token's, so a sentence's best candidates are among its rows'
-    best tokens. This spares the search a float64 log-softmax and a top-k over every token of every row.
-    """
-    width = min(width, logits.shape[-1])
-    tokens = np.argpartition(logits, -width, axis=-1)[:, -width:]
-    logp = np.take_along_axis(logits, tokens, -1).astype(np.float64) - log_sum_exp(logits)
-    return tokens, logp
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -56,7 +42,7 @@ def greedy_search(decoder: StepDecoder, max_lengths: np.ndarray, bos: int, eos: 
     alive = np.arange(n)
     tokens = np.full(n, bos, dtype=np.int64)
     for t in range(out.shape[1]):
-        tokens = decoder.step(tokens).argmax(axis=-1)
+        tokens = decoder.step(tokens, 1)[0][:, 0]
         out[alive, t] = tokens
         ended = (tokens == eos) | (t + 1 >= max_lengths[alive])
         if ended.all():
@@ -93,7 +79,7 @@ def beam_search(
     history = np.zeros((n, k, 0), dtype=np.int64)
     tokens = np.full(n * k, bos, dtype=np.int64)
     for t in range(int(max_lengths.max())):
-        row_tokens, logp = best_tokens(decoder.step(tokens), 2 * k)
+        row_tokens, logp = decoder.step(tokens, 2 * k)
         active, width = len(sentences), logp.shape[-1]
         candidates = (scores[:, :, None] + logp.reshape(active, k, width)).reshape(active, k * width)
         top = np.argsort(-candidates, axis=1, kind="stable")[:, : 2 * k]

@@ -3,8 +3,8 @@
     translator = Translator("models/en-de")
     translator.translate(["Hello, how are you?"])[0][0].text
 
-On CUDA the caches live on the GPU between steps (I/O binding) and are reordered there by select.onnx;
-on CPU they are NumPy arrays. Either way the search itself is service.search.
+The caches stay on the device between steps (I/O binding; GPU memory on CUDA) and select.onnx reorders them
+there. The search itself is service.search.
 """
 
 from __future__ import annotations
@@ -101,8 +101,7 @@ class Translator:
         if provider != "cpu" and self.provider != "CUDAExecutionProvider":
             log.warning("CUDA is not usable here (asked: %s); ONNX Runtime runs on %s", provider, self.provider)
         self.on_gpu = self.provider == "CUDAExecutionProvider"
-        if self.on_gpu:
-            self.select = self._session(self.config["select"], provider)
+        self.select = self._session(self.config["select"], provider)
 
     def _session(self, name: str, provider: str) -> ort.InferenceSession:
         if provider == "auto":
@@ -126,7 +125,7 @@ class Translator:
         cfg, timer = self.model_config, Timer()
 
         def start(src: np.ndarray, src_mask: np.ndarray, repeat: int):
-            decoder = (CudaDecoder if self.on_gpu else CpuDecoder)(self, src, src_mask, repeat)
+            decoder = OrtDecoder(self, src, src_mask, repeat)
             timer.encode = time.perf_counter() - timer.started
             return decoder
 
@@ -151,69 +150,66 @@ class Translator:
         return results
 
 
-class CpuDecoder:
-    """Step decoder with NumPy caches (service.search.StepDecoder)."""
+def names(session: ort.InferenceSession, prefix: str, outputs: bool = False) -> list[str]:
+    """The names of a graph's cache tensors (prefix_k_0, prefix_v_0, ...), in graph order."""
+    return [x.name for x in (session.get_outputs() if outputs else session.get_inputs()) if x.name.startswith(prefix)]
+
+
+class OrtDecoder:
+    """Step decoder (service.search.StepDecoder) whose caches stay where ONNX Runtime runs between steps.
+
+    The graphs' cache outputs are bound to the device (GPU memory on CUDA) and fed back as inputs; select.onnx
+    reorders them there. Nothing but the tokens and the top-k crosses to NumPy, and on the CPU ONNX Runtime's
+    allocator reuses the caches' memory from step to step, where NumPy would allocate (and fault in) fresh pages.
+    """
 
     def __init__(self, translator: Translator, src: np.ndarray, src_mask: np.ndarray, repeat: int):
-        self.session = translator.decoder
-        (cross_kv,) = translator.encoder.run(["cross_kv"], {"src": src, "src_mask": src_mask})
-        self.cross_kv = np.repeat(cross_kv, repeat, axis=2) if repeat > 1 else cross_kv
-        self.src_mask = np.repeat(src_mask, repeat, axis=0) if repeat > 1 else src_mask
+        self.encoder, self.decoder, self.gather = translator.encoder, translator.decoder, translator.select
+        self.device = "cuda" if translator.on_gpu else "cpu"
+        binding = self.encoder.io_binding()
+        binding.bind_cpu_input("src", src)
+        binding.bind_cpu_input("src_mask", src_mask)
+        self.cross_names = names(self.encoder, "cross_", outputs=True)
+        for name in self.cross_names:
+            binding.bind_output(name, self.device)
+        self.encoder.run_with_iobinding(binding)
+        self.cross_kv = binding.get_outputs()
+        rows = np.repeat(np.arange(len(src)), repeat)  # each sentence `repeat` times
+        self.src_mask = src_mask[rows]
+        if repeat > 1:
+            self.cross_kv = self._gather(self.cross_kv, rows)
         cfg = translator.model_config
-        n_layers, n_heads, d_head = cfg["n_layers"], cfg["n_heads"], cfg["d_model"] // cfg["n_heads"]
-        self.self_kv = np.zeros((n_layers, 2, len(self.src_mask), n_heads, 0, d_head), dtype=np.float32)
+        empty = np.zeros((len(rows), cfg["n_heads"], 0, cfg["d_model"] // cfg["n_heads"]), np.float32)
+        self.self_names = names(self.decoder, "self_")
+        self.self_kv = [ort.OrtValue.ortvalue_from_numpy(empty, self.device) for _ in self.self_names]
+        self.new_names = names(self.decoder, "new_self_", outputs=True)
 
-    def step(self, tokens: np.ndarray) -> np.ndarray:
-        feeds = {"tokens": tokens[:, None], "self_kv": self.self_kv, "cross_kv": self.cross_kv}
-        logits, self.self_kv = self.session.run(None, {**feeds, "src_mask": self.src_mask})
-        return logits
-
-    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        self.self_kv = self.self_kv[:, :, rows]
-        if cross_rows is not None:
-            self.cross_kv, self.src_mask = self.cross_kv[:, :, cross_rows], self.src_mask[cross_rows]
-
-
-class CudaDecoder:
-    """Step decoder whose caches stay on the GPU: outputs are bound to device memory and fed back as inputs."""
-
-    def __init__(self, translator: Translator, src: np.ndarray, src_mask: np.ndarray, repeat: int):
-        self.translator = translator
-        src_mask = np.repeat(src_mask, repeat, axis=0) if repeat > 1 else src_mask
-        self.src_mask = ort.OrtValue.ortvalue_from_numpy(src_mask, "cuda", 0)
-        binding = translator.encoder.io_binding()
-        binding.bind_cpu_input("src", np.repeat(src, repeat, axis=0) if repeat > 1 else src)
-        binding.bind_ortvalue_input("src_mask", self.src_mask)
-        binding.bind_output("cross_kv", "cuda", 0)
-        translator.encoder.run_with_iobinding(binding)
-        self.cross_kv = binding.get_outputs()[0]
-        cfg = translator.model_config
-        shape = (cfg["n_layers"], 2, src_mask.shape[0], cfg["n_heads"], 0, cfg["d_model"] // cfg["n_heads"])
-        self.self_kv = ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, dtype=np.float32), "cuda", 0)
-
-    def step(self, tokens: np.ndarray) -> np.ndarray:
-        binding = self.translator.decoder.io_binding()
+    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        binding = self.decoder.io_binding()
         binding.bind_cpu_input("tokens", tokens[:, None])
-        binding.bind_ortvalue_input("self_kv", self.self_kv)
-        binding.bind_ortvalue_input("cross_kv", self.cross_kv)
-        binding.bind_ortvalue_input("src_mask", self.src_mask)
-        binding.bind_output("logits", "cpu")
-        binding.bind_output("new_self_kv", "cuda", 0)
-        self.translator.decoder.run_with_iobinding(binding)
-        logits, self.self_kv = binding.get_outputs()
-        return logits.numpy()
+        binding.bind_cpu_input("width", np.array([width]))
+        binding.bind_cpu_input("src_mask", self.src_mask)
+        for name, value in [*zip(self.self_names, self.self_kv), *zip(self.cross_names, self.cross_kv)]:
+            binding.bind_ortvalue_input(name, value)
+        binding.bind_output("top_tokens", "cpu")
+        binding.bind_output("top_logp", "cpu")
+        for name in self.new_names:
+            binding.bind_output(name, self.device)
+        self.decoder.run_with_iobinding(binding)
+        top_tokens, top_logp, *self.self_kv = binding.get_outputs()
+        return top_tokens.numpy(), top_logp.numpy()
 
-    def _gather(self, value: ort.OrtValue, rows: np.ndarray) -> ort.OrtValue:
-        binding = self.translator.select.io_binding()
-        binding.bind_ortvalue_input("x", value)
+    def _gather(self, values: list[ort.OrtValue], rows: np.ndarray) -> list[ort.OrtValue]:
+        """values[i][rows] for every i, on the device, in one run of select.onnx."""
+        binding = self.gather.io_binding()
+        for i, value in enumerate(values):
+            binding.bind_ortvalue_input(f"x_{i}", value)
+            binding.bind_output(f"y_{i}", self.device)
         binding.bind_cpu_input("rows", rows.astype(np.int64))
-        binding.bind_output("y", "cuda", 0)
-        self.translator.select.run_with_iobinding(binding)
-        return binding.get_outputs()[0]
+        self.gather.run_with_iobinding(binding)
+        return binding.get_outputs()
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
         self.self_kv = self._gather(self.self_kv, rows)
         if cross_rows is not None:
-            self.cross_kv = self._gather(self.cross_kv, cross_rows)
-            mask = self.src_mask.numpy()[cross_rows]
-            self.src_mask = ort.OrtValue.ortvalue_from_numpy(mask, "cuda", 0)
+            self.cross_kv, self.src_mask = self._gather(self.cross_kv, cross_rows), self.src_mask[cross_rows]

@@ -22,12 +22,13 @@ import pytest
 import torch
 
 from export.__main__ import VARIANTS, export_model
+from export.graphs import cache_names, flatten, pairs
 from model.checkpoint import load_model
 from model.config import preset
 from model.decode import translate
 from model.tokenizer import train_sentencepiece
 from model.train import batch_loss, collate, encode_pairs
-from model.transformer import Transformer
+from model.transformer import Transformer, best_next_tokens
 from service.search import SearchOptions, pad_batch
 from service.tokenizer import Tokenizer
 from service.translator import Translator
@@ -115,8 +116,8 @@ def half_trained_model(tokenizer: Tokenizer, pre_norm: bool, steps: int = 50) ->
     cfg = preset("tiny", vocab_size=tokenizer.vocab_size, pre_norm=pre_norm, **sizes)
     model = Transformer(cfg)
     half = len(SENTENCES) // 2
-    pairs = list(zip(SENTENCES[:half], SENTENCES[half:])) + list(zip(SENTENCES[half:], SENTENCES[:half]))
-    batch = collate(encode_pairs(tokenizer, pairs, cfg.max_len), cfg, "cpu")
+    both_ways = list(zip(SENTENCES[:half], SENTENCES[half:])) + list(zip(SENTENCES[half:], SENTENCES[:half]))
+    batch = collate(encode_pairs(tokenizer, both_ways, cfg.max_len), cfg, "cpu")
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     with torch_threads(1):
         for _ in range(steps):
@@ -156,35 +157,49 @@ def random_source(model: Transformer, lengths: list[int], seed: int) -> tuple[np
     return pad_batch([rng.integers(4, cfg.vocab_size, n - 1).tolist() + [cfg.eos_id] for n in lengths], cfg.pad_id)
 
 
+Cache = list[np.ndarray]  # a KV cache as the graphs take it: keys and values of layer 0, of layer 1, ...
+
+
 @torch.inference_mode()
-def torch_encode(model: Transformer, src: np.ndarray, src_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def torch_encode(model: Transformer, src: np.ndarray, src_mask: np.ndarray) -> tuple[np.ndarray, Cache]:
     memory = model.encode(torch.as_tensor(src), torch.as_tensor(src_mask))
-    return memory.numpy(), model.cross_keys_values(memory).numpy()
+    return memory.numpy(), [x.numpy() for x in flatten(model.cross_keys_values(memory))]
 
 
 @torch.inference_mode()
 def torch_step(
-    model: Transformer, tokens: np.ndarray, self_kv: np.ndarray, cross_kv: np.ndarray, src_mask: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+    model: Transformer, tokens: np.ndarray, self_kv: Cache, cross_kv: Cache, src_mask: np.ndarray
+) -> tuple[np.ndarray, Cache]:
     """One decoding step in PyTorch: logits (N, V) of the next token and the grown cache."""
-    args = (torch.as_tensor(x) for x in (tokens[:, None], cross_kv, src_mask, self_kv))
-    logits, new_self_kv = model.decode(*args)
-    return logits[:, -1].numpy(), new_self_kv.numpy()
+    self_t, cross_t = (pairs([torch.as_tensor(x) for x in cache]) for cache in (self_kv, cross_kv))
+    logits, new_self_kv = model.decode(torch.as_tensor(tokens[:, None]), cross_t, torch.as_tensor(src_mask), self_t)
+    return logits[:, -1].numpy(), [x.numpy() for x in flatten(new_self_kv)]
+
+
+def step_feeds(tokens: np.ndarray, self_kv: Cache, cross_kv: Cache, src_mask: np.ndarray, width: int = 1) -> dict:
+    layers = len(self_kv) // 2
+    feeds = {"tokens": tokens[:, None], "src_mask": src_mask, "width": np.array([width])}
+    return feeds | dict(zip(cache_names("self", layers), self_kv)) | dict(zip(cache_names("cross", layers), cross_kv))
 
 
 def ort_step(
-    session: ort.InferenceSession, tokens: np.ndarray, self_kv: np.ndarray, cross_kv: np.ndarray, src_mask: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    feeds = {"tokens": tokens[:, None], "self_kv": self_kv, "cross_kv": cross_kv, "src_mask": src_mask}
-    logits, new_self_kv = session.run(["logits", "new_self_kv"], feeds)
+    session: ort.InferenceSession, tokens: np.ndarray, self_kv: Cache, cross_kv: Cache, src_mask: np.ndarray
+) -> tuple[np.ndarray, Cache]:
+    outputs = ["logits", *cache_names("new_self", len(self_kv) // 2)]
+    logits, *new_self_kv = session.run(outputs, step_feeds(tokens, self_kv, cross_kv, src_mask))
     return logits, new_self_kv
 
 
-def empty_cache(model: Transformer, batch: int, length: int = 0, seed: int = 0) -> np.ndarray:
+def ort_encode(session: ort.InferenceSession, src: np.ndarray, src_mask: np.ndarray, layers: int):
+    memory, *cross_kv = session.run(["memory", *cache_names("cross", layers)], {"src": src, "src_mask": src_mask})
+    return memory, cross_kv
+
+
+def empty_cache(model: Transformer, batch: int, length: int = 0, seed: int = 0) -> Cache:
     """A self-attention cache of `length` random positions (no position when 0)."""
-    cfg = model.cfg
-    shape = (cfg.n_layers, 2, batch, cfg.n_heads, length, cfg.d_head)
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    cfg, rng = model.cfg, np.random.default_rng(seed)
+    shape = (batch, cfg.n_heads, length, cfg.d_head)
+    return [rng.standard_normal(shape).astype(np.float32) for _ in range(2 * cfg.n_layers)]
 
 
 def assert_close(actual: np.ndarray, expected: np.ndarray, what: str, atol: float = ATOL) -> None:
@@ -193,19 +208,25 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, what: str, atol: floa
     assert diff <= atol, f"{what}: max abs difference {diff:.3g} > {atol}"
 
 
+def assert_caches_close(actual: Cache, expected: Cache, what: str) -> None:
+    assert len(actual) == len(expected), f"{what}: {len(actual)} tensors, expected {len(expected)}"
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        assert_close(a, e, f"{what}[{i}]")
+
+
 def assert_steps_match(
     exported: Exported, model: Transformer, src: np.ndarray, src_mask: np.ndarray, targets: np.ndarray
 ) -> None:
     """Teacher-force targets (N, T) through both decoders, each step fed PyTorch's caches; compare every output."""
     _, cross_kv = torch_encode(model, src, src_mask)
-    (ort_cross_kv,) = exported.encoder.run(["cross_kv"], {"src": src, "src_mask": src_mask})
-    assert_close(ort_cross_kv, cross_kv, "cross_kv")
+    _, ort_cross_kv = ort_encode(exported.encoder, src, src_mask, model.cfg.n_layers)
+    assert_caches_close(ort_cross_kv, cross_kv, "cross_kv")
     self_kv = empty_cache(model, len(src))
     for t in range(targets.shape[1]):
         logits, new_self_kv = torch_step(model, targets[:, t], self_kv, cross_kv, src_mask)
         ort_logits, ort_new_self_kv = ort_step(exported.decoder, targets[:, t], self_kv, cross_kv, src_mask)
         assert_close(ort_logits, logits, f"logits at step {t}")
-        assert_close(ort_new_self_kv, new_self_kv, f"new_self_kv at step {t}")
+        assert_caches_close(ort_new_self_kv, new_self_kv, f"new_self_kv at step {t}")
         self_kv = new_self_kv
 
 
@@ -245,9 +266,9 @@ def test_encoder_matches_pytorch_at_any_shape(exported: Exported, lengths: list[
     model = exported.model
     src, src_mask = random_source(model, lengths, seed=len(lengths) + past)
     memory, cross_kv = torch_encode(model, src, src_mask)
-    ort_memory, ort_cross_kv = exported.encoder.run(["memory", "cross_kv"], {"src": src, "src_mask": src_mask})
+    ort_memory, ort_cross_kv = ort_encode(exported.encoder, src, src_mask, model.cfg.n_layers)
     assert_close(ort_memory, memory, "memory")
-    assert_close(ort_cross_kv, cross_kv, "cross_kv")
+    assert_caches_close(ort_cross_kv, cross_kv, "cross_kv")
 
 
 @pytest.mark.parametrize("lengths,past", SHAPES)
@@ -261,9 +282,25 @@ def test_decoder_step_matches_pytorch_at_any_shape(exported: Exported, lengths: 
     ort_logits, ort_new_self_kv = ort_step(exported.decoder, tokens, self_kv, cross_kv, src_mask)
     n, cfg = len(lengths), model.cfg
     assert ort_logits.shape == (n, cfg.vocab_size)
-    assert ort_new_self_kv.shape == (cfg.n_layers, 2, n, cfg.n_heads, past + 1, cfg.d_head)
+    assert {x.shape for x in ort_new_self_kv} == {(n, cfg.n_heads, past + 1, cfg.d_head)}
     assert_close(ort_logits, logits, "logits")
-    assert_close(ort_new_self_kv, new_self_kv, "new_self_kv")
+    assert_caches_close(ort_new_self_kv, new_self_kv, "new_self_kv")
+
+
+@pytest.mark.parametrize("width", [1, 3, 8])
+def test_decoder_top_k_is_pytorch_s_best_next_tokens(exported: Exported, width: int):
+    model = exported.model
+    src, src_mask = random_source(model, [9, 4, 6], seed=width)
+    _, cross_kv = torch_encode(model, src, src_mask)
+    self_kv, tokens = empty_cache(model, 3, 2, seed=width), np.array([5, 6, 7])
+    logits, _ = torch_step(model, tokens, self_kv, cross_kv, src_mask)
+    expected_logp, expected_tokens = best_next_tokens(torch.as_tensor(logits), width)
+    feeds = step_feeds(tokens, self_kv, cross_kv, src_mask, width)
+    top_logp, top_tokens = exported.decoder.run(["top_logp", "top_tokens"], feeds)
+    assert top_tokens.shape == (3, width)
+    np.testing.assert_array_equal(top_tokens, expected_tokens.numpy())
+    assert_close(top_logp, expected_logp.numpy(), "top_logp")
+    assert (np.diff(top_logp, axis=1) <= 0).all(), "best first"
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -279,10 +316,13 @@ def test_decoding_steps_match_pytorch_on_padded_batches(exported: Exported, seed
 @pytest.mark.parametrize("rows", [[4, 0, 0, 2], [1], [4, 3, 2, 1, 0], [0, 0, 0, 0, 0, 0, 0, 0]])
 @pytest.mark.parametrize("past", [0, 3])
 def test_select_gathers_rows(exported: Exported, rows: list[int], past: int):
-    x = np.random.default_rng(past).standard_normal((2, 2, 5, 3, past, 4)).astype(np.float32)
-    index = np.array(rows, dtype=np.int64)
-    (y,) = exported.select.run(["y"], {"x": x, "rows": index})
-    np.testing.assert_array_equal(y, x[:, :, index])
+    count = 2 * exported.model.cfg.n_layers
+    rng, index = np.random.default_rng(past), np.array(rows, dtype=np.int64)
+    xs = [rng.standard_normal((5, 3, past, 4)).astype(np.float32) for _ in range(count)]
+    feeds = {f"x_{i}": x for i, x in enumerate(xs)} | {"rows": index}
+    ys = exported.select.run([f"y_{i}" for i in range(count)], feeds)
+    for x, y in zip(xs, ys):
+        np.testing.assert_array_equal(y, x[index])
 
 
 # --- the translator -----------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import torch
 from model.config import preset
 from model.decode import CachedDecoder, translate_ids
 from model.tokenizer import train_sentencepiece
-from model.transformer import Transformer, attention, causal_mask, sinusoidal_positions
+from model.transformer import Transformer, attention, best_next_tokens, causal_mask, sinusoidal_positions
 from service.search import Hypothesis, SearchOptions, beam_search, greedy_search, length_penalty, pad_batch
 from service.tokenizer import Tokenizer
 
@@ -103,15 +103,18 @@ def test_cached_decoding_equals_full_decoding(pre_norm):
     src, src_mask = padded(random_sources([7, 4, 2]))
     tgt = torch.cat([torch.full((3, 1), BOS), torch.randint(4, VOCAB, (3, 7))], dim=1)
     with torch.no_grad():
-        cross_kv = model.cross_keys_values(model.encode(src, src_mask))
-        full, full_cache = model.decode(tgt, cross_kv, src_mask, model.empty_cache(3, cross_kv))
-        cache, steps = model.empty_cache(3, cross_kv), []
+        memory = model.encode(src, src_mask)
+        cross_kv = model.cross_keys_values(memory)
+        full, full_cache = model.decode(tgt, cross_kv, src_mask, model.empty_cache(3, memory))
+        cache, steps = model.empty_cache(3, memory), []
         for t in range(tgt.size(1)):
             logits, cache = model.decode(tgt[:, t : t + 1], cross_kv, src_mask, cache)
             steps.append(logits)
-    assert cache.shape == full_cache.shape == (2, 2, 3, 2, tgt.size(1), 16)
+    assert len(cache) == len(full_cache) == 2
     assert (full - torch.cat(steps, dim=1)).abs().max() <= 1e-5
-    assert (full_cache - cache).abs().max() <= 1e-5
+    for (k, v), (full_k, full_v) in zip(cache, full_cache):
+        assert k.shape == v.shape == full_k.shape == (3, 2, tgt.size(1), 16)
+        assert max((full_k - k).abs().max(), (full_v - v).abs().max()) <= 1e-5
 
 
 def test_padding_does_not_change_a_sentence_s_logits():
@@ -135,9 +138,10 @@ class TableDecoder:
         self.table, self.t = table, 0
         self.sentence = np.repeat(np.arange(len(table)), repeat)  # which sentence each row belongs to
 
-    def step(self, tokens: np.ndarray) -> np.ndarray:
+    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         self.t += 1
-        return self.table[self.sentence, self.t - 1, tokens]
+        logp, best = best_next_tokens(torch.as_tensor(self.table[self.sentence, self.t - 1, tokens]), width)
+        return best.numpy(), logp.numpy()
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
         self.sentence = self.sentence[rows]
