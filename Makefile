@@ -24,16 +24,17 @@ $(VENV)/.dev: $(VENV)/bin/python pyproject.toml
 serve: $(VENV)/.serve
 	$(PY) -m service
 
-# Real Prometheus, promtool and nginx are used by the tests (Debian packages).
+# Real Prometheus, promtool and nginx are used by the tests, wrk by the load generator (Debian packages).
 system-deps:
-	@command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v nginx >/dev/null || \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus nginx-light >/dev/null)
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v nginx >/dev/null && \
+		command -v wrk >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus nginx-light wrk >/dev/null)
 
 test: $(VENV)/.dev system-deps
 	$(PY) -m pytest -q
 
 # Every benchmark of BENCHMARKS.md, one after the other (about an hour on 2 cores); results in bench/results/.
-bench: $(VENV)/.dev
+bench: $(VENV)/.dev system-deps
 	$(PY) -m bench.decode
 	$(PY) -m bench.load --compare --concurrency 32 --seconds 20
 	$(PY) -m bench.ct2_check

@@ -22,8 +22,8 @@ from pathlib import Path
 from bench.engines import ensure_ct2_model, translate_in_batches
 from bench.report import RESULTS, environment, markdown_table, write_results
 from bench.testset import DEFAULT_SPLIT, REPO, load_test_set
-from service.translator import Translator
 from service.search import SearchOptions
+from service.translator import Translator
 
 PARTS = ["encoder", "decoder", "select", "tokenizer"]
 

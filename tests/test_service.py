@@ -19,6 +19,7 @@ import pytest
 from libretranslatepy import LibreTranslateAPI
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.loadgen import run_load
 from bench.serve import REPO, RunningService, free_port, running_service
 from service.batcher import Batcher
 from service.metrics import Metrics
@@ -321,6 +322,16 @@ def test_health_answers_during_load(server: RunningService):
     assert {r.status_code for r in translations} == {200}
     assert all(r.status_code == 200 and r.json() == {"status": "ok"} for r in health)
     assert during >= 2, "the load was over before /health was asked: a weak test"
+
+
+def test_the_load_generator_counts_translations_and_errors(server: RunningService):
+    """bench.loadgen (wrk) against the real service: every answer counted, a refused request as an error."""
+    good = run_load(server.url, SENTENCES[:4], concurrency=4, seconds=1)
+    assert good["ok"] > 0 and good["errors"] == 0 and good["requests"] == good["ok"]
+    assert good["latency_ms"]["p50"] > 0
+    bad = run_load(server.url, SENTENCES[:4], concurrency=2, seconds=1, source="xx")
+    assert bad["ok"] == 0 and bad["errors"] > 0
+    assert bad["error_examples"][0].startswith("HTTP 400: ")
 
 
 # --- shutdown -------------------------------------------------------------------------------------------
