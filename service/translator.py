@@ -97,6 +97,9 @@ class Translator:
         self.options = session_options(threads, optimization, spin_threads)
         self.encoder = self._session(graphs["encoder"], provider)
         self.decoder = self._session(graphs["decoder"], provider)
+        if "width" not in {x.name for x in self.decoder.get_inputs()}:
+            raise ValueError(f"{self.model_dir} holds graphs of an older export (stacked caches, no top-k); "
+                             "export its model.pt again with `python -m export`")
         self.provider = self.decoder.get_providers()[0]  # the truth: CUDA may have been asked for and fallen back
         if provider != "cpu" and self.provider != "CUDAExecutionProvider":
             log.warning("CUDA is not usable here (asked: %s); ONNX Runtime runs on %s", provider, self.provider)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -338,6 +339,14 @@ def test_translator_translates_as_pytorch_does(exported: Exported, beam_size: in
     assert len(set(expected)) > len(texts) // 2, "the model should not translate everything alike"
     mismatches = [(t, e, g) for t, e, g in zip(texts, expected, got) if e != g]
     assert not mismatches, f"{len(mismatches)} translations differ, e.g. {mismatches[:3]}"
+
+
+def test_graphs_of_an_older_export_are_refused_clearly(exported: Exported, tmp_path: Path):
+    old = tmp_path / "old"
+    shutil.copytree(exported.directory, old)
+    shutil.copy(old / "select.onnx", old / "decoder.onnx")  # a decoder without the `width` input of top-k
+    with pytest.raises(ValueError, match="export its model.pt again"):
+        Translator(old, provider="cpu")
 
 
 def gpu_present() -> bool:
