@@ -3,6 +3,7 @@
 A request submits its sentences and awaits their results. One worker task forms batches: it takes the
 oldest waiting sentence, waits up to max_wait_ms for company, and fills the batch with the waiting
 sentences (same search options) closest to it in length, up to max_batch_sentences and max_batch_tokens.
+Under load, sentences queue while the translator runs, so batches fill without any wait (the default is 0).
 The translator runs in a worker thread, so the event loop keeps answering /health and /metrics.
 """
 

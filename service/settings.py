@@ -24,7 +24,10 @@ class Settings(BaseSettings):
     spin_threads: bool = Field(False, description="ONNX Runtime's idle threads spin for work (best without HTTP load)")
     max_batch_sentences: int = Field(64, ge=1, description="sentences in one translator run")
     max_batch_tokens: int = Field(4096, ge=1, description="padded source tokens in one translator run")
-    max_wait_ms: float = Field(5.0, ge=0, description="how long a batch waits to fill once it has one sentence")
+    max_wait_ms: float = Field(
+        0.0, ge=0, description="how long a batch waits to fill once it has one sentence (0: batches hold what queued "
+        "while the translator was busy, and a lone request runs at once)"
+    )
     max_queue: int = Field(1024, ge=1, description="sentences waiting; beyond it requests get 503")
     max_chars: int = Field(5000, ge=1, description="characters in one request")
     max_sentences: int = Field(64, ge=1, description="sentences in one request, after splitting")
