@@ -238,5 +238,6 @@ class Transformer(nn.Module):
 
 
 def best_next_tokens(logits: Tensor, width: int) -> tuple[Tensor, Tensor]:
-    """The `width` most likely next tokens of each row of logits (N, V), best first: log-probabilities and ids."""
-    return logits.log_softmax(dim=-1).topk(width, dim=-1)
+    """The `width` (at most V) most likely next tokens of each row of logits (N, V), best first: log-probabilities
+    and ids."""
+    return logits.log_softmax(dim=-1).topk(min(width, logits.size(-1)), dim=-1)

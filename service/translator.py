@@ -186,11 +186,12 @@ class OrtDecoder:
         self.self_names = names(self.decoder, "self_")
         self.self_kv = [ort.OrtValue.ortvalue_from_numpy(empty, self.device) for _ in self.self_names]
         self.new_names = names(self.decoder, "new_self_", outputs=True)
+        self.vocab_size = cfg["vocab_size"]
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         binding = self.decoder.io_binding()
         binding.bind_cpu_input("tokens", tokens[:, None])
-        binding.bind_cpu_input("width", np.array([width]))
+        binding.bind_cpu_input("width", np.array([min(width, self.vocab_size)]))
         binding.bind_cpu_input("src_mask", self.src_mask)
         for name, value in [*zip(self.self_names, self.self_kv), *zip(self.cross_names, self.cross_kv)]:
             binding.bind_ortvalue_input(name, value)

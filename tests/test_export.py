@@ -341,6 +341,14 @@ def test_translator_translates_as_pytorch_does(exported: Exported, beam_size: in
     assert not mismatches, f"{len(mismatches)} translations differ, e.g. {mismatches[:3]}"
 
 
+def test_a_beam_wider_than_half_the_vocabulary_works(exported: Exported):
+    """Beam search asks a step for 2 * beam tokens per row; here that is more than the vocabulary holds."""
+    opts, texts = SearchOptions(beam_size=VOCAB // 2 + 4), SENTENCES[:3]
+    with torch_threads(1):
+        expected = translate(exported.model, exported.tokenizer, texts, opts)
+    assert [hyps[0].text for hyps in exported.translator().translate(texts, opts)] == expected
+
+
 def test_graphs_of_an_older_export_are_refused_clearly(exported: Exported, tmp_path: Path):
     old = tmp_path / "old"
     shutil.copytree(exported.directory, old)
