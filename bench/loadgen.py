@@ -41,13 +41,14 @@ def parse_report(output: str, concurrency: int) -> dict:
     totals = json.loads(lines[-1])
     errors = totals["failed"] + totals["socket_errors"]
     ok = totals["ok"]
+    failures = [line.removeprefix("error: ") for line in lines if line.startswith("error: ")]
     return {
         "concurrency": concurrency,
         "seconds": totals["seconds"],
         "requests": ok + errors,
         "ok": ok,
         "errors": errors,
-        "error_examples": list(dict.fromkeys(line[7:] for line in lines if line.startswith("error: "))),
+        "error_examples": list(dict.fromkeys(failures)),
         "sentences_per_s": ok / totals["seconds"],  # one sentence per request
         "latency_ms": {p: totals[p] if ok else None for p in ("p50", "p95", "p99")},
     }

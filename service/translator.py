@@ -104,7 +104,11 @@ class Translator:
         if provider != "cpu" and self.provider != "CUDAExecutionProvider":
             log.warning("CUDA is not usable here (asked: %s); ONNX Runtime runs on %s", provider, self.provider)
         self.on_gpu = self.provider == "CUDAExecutionProvider"
+        self.device = "cuda" if self.on_gpu else "cpu"  # where the caches stay between steps
         self.select = self._session(self.config["select"], provider)
+        self.cross_names = names(self.encoder, "cross_", outputs=True)
+        self.self_names = names(self.decoder, "self_")
+        self.new_self_names = names(self.decoder, "new_self_", outputs=True)
 
     def _session(self, name: str, provider: str) -> ort.InferenceSession:
         if provider == "auto":
@@ -167,15 +171,13 @@ class OrtDecoder:
     """
 
     def __init__(self, translator: Translator, src: np.ndarray, src_mask: np.ndarray, repeat: int):
-        self.encoder, self.decoder, self.gather = translator.encoder, translator.decoder, translator.select
-        self.device = "cuda" if translator.on_gpu else "cpu"
-        binding = self.encoder.io_binding()
+        self.translator = translator
+        binding = translator.encoder.io_binding()
         binding.bind_cpu_input("src", src)
         binding.bind_cpu_input("src_mask", src_mask)
-        self.cross_names = names(self.encoder, "cross_", outputs=True)
-        for name in self.cross_names:
-            binding.bind_output(name, self.device)
-        self.encoder.run_with_iobinding(binding)
+        for name in translator.cross_names:
+            binding.bind_output(name, translator.device)
+        translator.encoder.run_with_iobinding(binding)
         self.cross_kv = binding.get_outputs()
         rows = np.repeat(np.arange(len(src)), repeat)  # each sentence `repeat` times
         self.src_mask = src_mask[rows]
@@ -183,34 +185,32 @@ class OrtDecoder:
             self.cross_kv = self._gather(self.cross_kv, rows)
         cfg = translator.model_config
         empty = np.zeros((len(rows), cfg["n_heads"], 0, cfg["d_model"] // cfg["n_heads"]), np.float32)
-        self.self_names = names(self.decoder, "self_")
-        self.self_kv = [ort.OrtValue.ortvalue_from_numpy(empty, self.device) for _ in self.self_names]
-        self.new_names = names(self.decoder, "new_self_", outputs=True)
-        self.vocab_size = cfg["vocab_size"]
+        self.self_kv = [ort.OrtValue.ortvalue_from_numpy(empty, translator.device)] * len(translator.self_names)
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-        binding = self.decoder.io_binding()
+        t = self.translator
+        binding = t.decoder.io_binding()
         binding.bind_cpu_input("tokens", tokens[:, None])
-        binding.bind_cpu_input("width", np.array([min(width, self.vocab_size)]))
+        binding.bind_cpu_input("width", np.array([min(width, t.model_config["vocab_size"])]))
         binding.bind_cpu_input("src_mask", self.src_mask)
-        for name, value in [*zip(self.self_names, self.self_kv), *zip(self.cross_names, self.cross_kv)]:
+        for name, value in [*zip(t.self_names, self.self_kv), *zip(t.cross_names, self.cross_kv)]:
             binding.bind_ortvalue_input(name, value)
         binding.bind_output("top_tokens", "cpu")
         binding.bind_output("top_logp", "cpu")
-        for name in self.new_names:
-            binding.bind_output(name, self.device)
-        self.decoder.run_with_iobinding(binding)
+        for name in t.new_self_names:
+            binding.bind_output(name, t.device)
+        t.decoder.run_with_iobinding(binding)
         top_tokens, top_logp, *self.self_kv = binding.get_outputs()
         return top_tokens.numpy(), top_logp.numpy()
 
     def _gather(self, values: list[ort.OrtValue], rows: np.ndarray) -> list[ort.OrtValue]:
         """values[i][rows] for every i, on the device, in one run of select.onnx."""
-        binding = self.gather.io_binding()
+        binding = self.translator.select.io_binding()
         for i, value in enumerate(values):
             binding.bind_ortvalue_input(f"x_{i}", value)
-            binding.bind_output(f"y_{i}", self.device)
+            binding.bind_output(f"y_{i}", self.translator.device)
         binding.bind_cpu_input("rows", rows.astype(np.int64))
-        self.gather.run_with_iobinding(binding)
+        self.translator.select.run_with_iobinding(binding)
         return binding.get_outputs()
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
