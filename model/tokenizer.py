@@ -9,6 +9,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+BYTE_FALLBACK_MIN_VOCAB = 1024  # byte fallback takes 256 pieces: only vocabularies this large afford it
 
 
 def train_sentencepiece(texts: Iterable[str], model_prefix: Path, vocab_size: int) -> Path:
@@ -19,6 +20,8 @@ def train_sentencepiece(texts: Iterable[str], model_prefix: Path, vocab_size: in
         vocab_size=vocab_size,
         model_type="unigram",
         character_coverage=1.0,
+        split_digits=True,  # numbers are spelled digit by digit, so any number can be copied
+        byte_fallback=vocab_size >= BYTE_FALLBACK_MIN_VOCAB,  # an unseen character becomes UTF-8 bytes, not <unk>
         pad_id=PAD_ID,
         unk_id=UNK_ID,
         bos_id=BOS_ID,

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from model.augment import casing_variants, number_variants
 from model.checkpoint import average_weights, step_checkpoints
 from model.config import PRESETS, ModelConfig, preset
 from model.data import Example, read_pairs, token_batches
@@ -55,6 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--preset", choices=PRESETS, default="small")
     p.add_argument("--pre-norm", action="store_true", help="pre-LN instead of the paper's post-LN")
     p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--case-share", type=float, default=0.05, help="share of pairs added again in another casing")
+    p.add_argument("--number-copies", type=int, default=3, help="copies of each pair with digits, new numbers")
     p.add_argument("--max-tokens", type=int, default=6000, help="padded source+target tokens per batch")
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps in all (0: no limit)")
@@ -79,11 +82,21 @@ def learning_rate(step: int, d_model: int, warmup: int, scale: float) -> float:
     return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
+def training_pairs(corpus: Corpus, args: argparse.Namespace) -> list[tuple[str, str]]:
+    """A corpus's training pairs and their augmented variants (model.augment), before repetition by weight."""
+    pairs = read_pairs(corpus.directory, "train", args.src, args.tgt)
+    return (
+        pairs
+        + casing_variants(pairs, args.case_share, args.seed)
+        + number_variants(pairs, args.number_copies, args.seed)
+    )
+
+
 def load_tokenizer(args: argparse.Namespace) -> Tokenizer:
     """The run's SentencePiece model, trained on the training text of every corpus on first use."""
     path = args.out / "spm.model"
     if not path.exists():
-        pairs = [p for c in args.data for p in read_pairs(c.directory, "train", args.src, args.tgt)]
+        pairs = [p for c in args.data for p in training_pairs(c, args)]
         texts = [side for pair in pairs for side in pair]
         train_sentencepiece(texts, args.out / "spm", args.vocab_size)
     return Tokenizer(path)
@@ -139,7 +152,7 @@ class Trainer:
         self.train_set = [
             example
             for c in args.data
-            for example in encode_pairs(tok, read_pairs(c.directory, "train", args.src, args.tgt), self.cfg.max_len)
+            for example in encode_pairs(tok, training_pairs(c, args), self.cfg.max_len)
             * c.weight
         ]
         self.val_sets = {c.name: read_pairs(c.directory, "val", args.src, args.tgt) for c in args.data}
