@@ -3,7 +3,8 @@
     python -m export CHECKPOINT --out MODEL_DIR [--spm SPM] [--variants fp32 int8 fp16]
 
 Writes encoder/decoder graphs for each precision (fp32: encoder.onnx; others: encoder.int8.onnx, ...),
-select.onnx, the SentencePiece model and config.json.
+select.onnx, the tokenizer files and config.json. The tokenizer is the SentencePiece model SPM, or else the one
+beside the checkpoint: spm.model, or a converted Marian model's source.spm, target.spm and vocab.json.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from export.graphs import OPSET, export_decoder, export_encoder, write_select_graph
 from model.checkpoint import load_model
+from service.tokenizer import SPM_FILE, Layout, find_layout, layout_files
 
 VARIANTS = ("fp32", "int8", "fp16")
 
@@ -80,8 +82,20 @@ def store_exact_weights_in_fp16(path: Path) -> None:
     onnx.checker.check_model(str(path))
 
 
-def export_model(checkpoint: Path, out: Path, spm: Path, variants: list[str]) -> dict:
+def copy_tokenizer(spm: Path | None, folder: Path, out: Path) -> Layout:
+    """Copy the SentencePiece model spm, or else the tokenizer files in folder, into out; returns their layout."""
+    layout = SPM_FILE if spm else find_layout(folder)
+    files = {SPM_FILE: spm} if spm else {name: folder / name for name in layout_files(layout)}
+    for name, path in files.items():
+        if path.resolve() != (out / name).resolve():
+            shutil.copy(path, out / name)
+    return layout
+
+
+def export_model(checkpoint: Path, out: Path, spm: Path | None, variants: list[str]) -> dict:
+    """Export the checkpoint into the model folder out, with the tokenizer spm (None: the one beside the checkpoint)."""
     out.mkdir(parents=True, exist_ok=True)
+    tokenizer = copy_tokenizer(spm, checkpoint.parent, out)
     model = load_model(checkpoint)
     fp32 = graph_names("fp32")
     export_encoder(model, out / fp32["encoder"])
@@ -94,8 +108,6 @@ def export_model(checkpoint: Path, out: Path, spm: Path, variants: list[str]) ->
                 convert[precision](out / fp32[part], out / name)
     for name in fp32.values():  # after the conversions, which read plain fp32 weights
         store_exact_weights_in_fp16(out / name)
-    if spm.resolve() != (out / "spm.model").resolve():
-        shutil.copy(spm, out / "spm.model")
     cfg = model.cfg
     config = {
         "name": f"{cfg.src_lang}-{cfg.tgt_lang}",
@@ -104,7 +116,7 @@ def export_model(checkpoint: Path, out: Path, spm: Path, variants: list[str]) ->
         "model": cfg.to_dict(),
         "graphs": {p: graph_names(p) for p in ["fp32", *[v for v in variants if v != "fp32"]]},
         "select": "select.onnx",
-        "tokenizer": "spm.model",
+        "tokenizer": tokenizer,
         "opset": OPSET,
         "versions": {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
         "parameters": model.num_parameters(),
@@ -117,10 +129,10 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoint", type=Path)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--spm", type=Path, help="SentencePiece model (default: spm.model beside the checkpoint)")
+    p.add_argument("--spm", type=Path, help="SentencePiece model (default: the tokenizer beside the checkpoint)")
     p.add_argument("--variants", nargs="+", choices=VARIANTS, default=["fp32", "int8"])
     args = p.parse_args(argv)
-    export_model(args.checkpoint, args.out, args.spm or args.checkpoint.parent / "spm.model", args.variants)
+    export_model(args.checkpoint, args.out, args.spm, args.variants)
     for f in sorted(args.out.glob("*.onnx")):
         print(f"{f.name:24s} {f.stat().st_size / 2**20:7.2f} MiB")
 

@@ -18,6 +18,9 @@ class ModelConfig:
     dropout: float = 0.1
     max_len: int = 512  # longest sequence the positional table covers
     pre_norm: bool = False  # False: post-LN as in the paper; True: pre-LN (Xiong et al., 2020)
+    activation: str = "relu"  # of the feed-forward layers: "relu" as in the paper, "gelu", or "silu" (swish)
+    position_layout: str = "interleaved"  # of the sinusoids: "interleaved" as in the paper, "concatenated" (Marian)
+    output_bias: bool = False  # a constant added to the logits (Marian's final_logits_bias, with its bans)
     pad_id: int = 0
     unk_id: int = 1
     bos_id: int = 2

@@ -14,6 +14,7 @@ the caches at every step cost the exported decoder a third of its time.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -23,16 +24,19 @@ from model.config import ModelConfig
 
 KVCache = list[tuple[Tensor, Tensor]]
 
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}
 
-def sinusoidal_positions(max_len: int, d_model: int) -> Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))."""
+
+def sinusoidal_positions(max_len: int, d_model: int, layout: str = "interleaved") -> Tensor:
+    """sin(pos / 10000^(2i/d_model)) and cos(pos / 10000^(2i/d_model)) for i < d_model/2, laid out
+    interleaved (the paper): PE(pos, 2i) = sin, PE(pos, 2i+1) = cos,
+    or concatenated (Marian): PE(pos, i) = sin, PE(pos, d_model/2 + i) = cos."""
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
     angle = pos / 10000 ** (two_i / d_model)
-    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(angle)
-    pe[:, 1::2] = torch.cos(angle)
-    return pe.float()
+    sin, cos = torch.sin(angle), torch.cos(angle)
+    layouts = {"interleaved": torch.stack([sin, cos], dim=-1).flatten(1), "concatenated": torch.cat([sin, cos], dim=-1)}
+    return layouts[layout].float()
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -77,16 +81,17 @@ class MultiHeadAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = max(0, x W1 + b1) W2 + b2"""
+    """FFN(x) = act(x W1 + b1) W2 + b2, act = ReLU max(0, x) (the paper), GELU, or SiLU x * sigmoid(x) (swish)"""
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float):
+    def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str):
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
+        self.act = ACTIVATIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(self.dropout(F.relu(self.w_1(x))))
+        return self.w_2(self.dropout(self.act(self.w_1(x))))
 
 
 class Residual(nn.Module):
@@ -115,7 +120,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
         self.res_attn = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
 
@@ -130,7 +135,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads)
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
         self.res_self = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.res_cross = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
@@ -166,13 +171,16 @@ class Transformer(nn.Module):
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
         nn.init.normal_(self.embed.weight, mean=0.0, std=cfg.d_model**-0.5)
-        self.register_buffer("positions", sinusoidal_positions(cfg.max_len, cfg.d_model), persistent=False)
+        positions = sinusoidal_positions(cfg.max_len, cfg.d_model, cfg.position_layout)
+        self.register_buffer("positions", positions, persistent=False)
         self.dropout = nn.Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_layers))
         # Pre-LN leaves each stack's output un-normalized, so it ends with one more LayerNorm.
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
+        # Only when configured, so that checkpoints without it load; -inf bans a token (Marian: its <pad>).
+        self.register_buffer("output_bias", torch.zeros(cfg.vocab_size) if cfg.output_bias else None)
 
     def embed_tokens(self, ids: Tensor, offset: int = 0) -> Tensor:
         """Embedding * sqrt(d_model) + positional encoding, then dropout; positions start at `offset`."""
@@ -224,6 +232,8 @@ class Transformer(nn.Module):
             x, kv = layer(x, past_kv, layer_cross_kv, self_mask, key_mask)
             new_kv.append(kv)
         logits = self.decoder_norm(x) @ self.embed.weight.T
+        if self.output_bias is not None:
+            logits = logits + self.output_bias
         return logits, new_kv
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_mask: Tensor) -> Tensor:

@@ -1,0 +1,166 @@
+"""Convert a Marian / OPUS-MT model (a folder of a Hugging Face MarianMTModel) into a model folder of ours.
+
+    python -m model.convert OPUS_MT_FOLDER --out MODEL_DIR [--src en --tgt de]
+    python -m export MODEL_DIR/model.pt --out MODEL_DIR
+
+Writes MODEL_DIR/model.pt (our config and weights) and Marian's tokenizer files (source.spm, target.spm, vocab.json,
+service.tokenizer.MARIAN_FILES). Marian is our post-LN Transformer with one embedding shared by source, target and
+output, scaled by sqrt(d_model), with biased attention and feed-forward layers and LayerNorm eps 1e-5; it differs in
+options of our config:
+    activation        "swish" (SiLU) in OPUS-MT, ReLU in ours
+    position_layout   its sinusoids are [sin | cos], ours interleave them (the same angles, positions from 0)
+    output_bias       its final_logits_bias, with -inf at <pad>: Marian never generates <pad>
+    bos_id            decoding starts with its decoder_start_token_id (<pad>)
+A model that does not fit (separate embeddings, pre-norm, ...) is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import torch
+from transformers import MarianConfig, MarianMTModel
+
+from model.config import ModelConfig
+from model.transformer import Transformer
+from service.tokenizer import MARIAN_FILES
+
+MARIAN_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # transformers' name -> ours
+
+ATTENTION = {"w_q": "q_proj", "w_k": "k_proj", "w_v": "v_proj", "w_o": "out_proj"}
+LAYER_PARTS = {  # our module names inside a layer -> Marian's
+    **{f"self_attn.{ours}": f"self_attn.{theirs}" for ours, theirs in ATTENTION.items()},
+    **{f"cross_attn.{ours}": f"encoder_attn.{theirs}" for ours, theirs in ATTENTION.items()},
+    "ffn.w_1": "fc1",
+    "ffn.w_2": "fc2",
+    "res_attn.norm": "self_attn_layer_norm",  # encoder
+    "res_self.norm": "self_attn_layer_norm",  # decoder
+    "res_cross.norm": "encoder_attn_layer_norm",
+    "res_ffn.norm": "final_layer_norm",
+}
+# Marian's weights that are not ours under a name of their own: the copies of the shared embedding, and the
+# sinusoids, which our Transformer computes.
+TIED_OR_COMPUTED = {
+    "model.encoder.embed_tokens.weight",
+    "model.decoder.embed_tokens.weight",
+    "lm_head.weight",
+    "model.encoder.embed_positions.weight",
+    "model.decoder.embed_positions.weight",
+}
+
+
+def unsupported(marian: MarianConfig, folder: Path) -> list[str]:
+    """Why our Transformer cannot run this Marian model as transformers runs it; empty if it can."""
+    encoder = (marian.encoder_layers, marian.encoder_attention_heads, marian.encoder_ffn_dim)
+    decoder = (marian.decoder_layers, marian.decoder_attention_heads, marian.decoder_ffn_dim)
+    checks = {
+        "separate source and target embeddings (share_encoder_decoder_embeddings=False): ours shares one": (
+            not marian.share_encoder_decoder_embeddings
+        ),
+        "an output projection of its own (tie_word_embeddings=False): ours is the shared embedding": (
+            not marian.tie_word_embeddings
+        ),
+        "pre-norm layers (normalize_before=True): transformers' MarianMTModel is post-norm, and the checkpoint lacks "
+        "the final LayerNorms of a pre-norm stack": getattr(marian, "normalize_before", False),
+        "unscaled embeddings (scale_embedding=False): ours are scaled by sqrt(d_model)": not marian.scale_embedding,
+        f"an encoder {encoder} unlike its decoder {decoder} (layers, heads, d_ff): ours are alike": encoder != decoder,
+        f"activation {marian.activation_function!r}: ours are {sorted(MARIAN_ACTIVATIONS)}": (
+            marian.activation_function not in MARIAN_ACTIVATIONS
+        ),
+        f"several end tokens (eos_token_id={marian.eos_token_id})": not isinstance(marian.eos_token_id, int),
+        "separate source and target vocabularies (target_vocab.json)": (folder / "target_vocab.json").exists(),
+    }
+    return [reason for reason, applies in checks.items() if applies]
+
+
+def model_config(marian: MarianConfig, vocab: dict[str, int], src_lang: str, tgt_lang: str) -> ModelConfig:
+    """Our config of a Marian model whose vocabulary (vocab.json) agrees with its special ids."""
+    found = (len(vocab), vocab.get("<pad>"), vocab.get("</s>"), "<unk>" in vocab)
+    wanted = (marian.vocab_size, marian.pad_token_id, marian.eos_token_id, True)
+    if found != wanted:
+        raise ValueError(f"vocab.json does not agree with config.json: (size, <pad>, </s>, has <unk>) {found}, "
+                         f"not {wanted}")
+    return ModelConfig(
+        vocab_size=marian.vocab_size,
+        d_model=marian.d_model,
+        n_heads=marian.encoder_attention_heads,
+        n_layers=marian.encoder_layers,
+        d_ff=marian.encoder_ffn_dim,
+        dropout=marian.dropout,  # for training only; Marian also has attention_dropout and activation_dropout
+        max_len=marian.max_position_embeddings,
+        pad_id=marian.pad_token_id,
+        unk_id=vocab["<unk>"],
+        bos_id=marian.decoder_start_token_id,
+        eos_id=marian.eos_token_id,
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        activation=MARIAN_ACTIVATIONS[marian.activation_function],
+        position_layout="concatenated",
+        output_bias=True,
+    )
+
+
+def marian_name(ours: str) -> str:
+    """MarianMTModel's name of one of our weights, e.g. decoder.0.cross_attn.w_q.weight ->
+    model.decoder.layers.0.encoder_attn.q_proj.weight."""
+    if ours == "embed.weight":
+        return "model.shared.weight"
+    if ours == "output_bias":
+        return "final_logits_bias"
+    stack, layer, rest = ours.split(".", 2)
+    module, parameter = rest.rsplit(".", 1)
+    return f"model.{stack}.layers.{layer}.{LAYER_PARTS[module]}.{parameter}"
+
+
+def convert(folder: Path, out: Path, src_lang: str | None = None, tgt_lang: str | None = None) -> Transformer:
+    """Write out/model.pt and the tokenizer files of the MarianMTModel in `folder`; returns our model."""
+    config_file = folder / "config.json"
+    if not config_file.is_file() or json.loads(config_file.read_text()).get("model_type") != "marian":
+        raise ValueError(f"{folder} is not the folder of a MarianMTModel (its config.json says model_type marian)")
+    marian_config = MarianConfig.from_pretrained(folder, local_files_only=True)
+    if problems := unsupported(marian_config, folder):
+        raise ValueError(f"{folder} cannot be converted: it has " + "; ".join(problems))
+    tokenizer_config = folder / "tokenizer_config.json"
+    languages = json.loads(tokenizer_config.read_text()) if tokenizer_config.exists() else {}
+    src_lang, tgt_lang = src_lang or languages.get("source_lang"), tgt_lang or languages.get("target_lang")
+    if not (src_lang and tgt_lang):
+        raise ValueError(f"{tokenizer_config} names no source_lang and target_lang: give --src and --tgt")
+    vocab = json.loads((folder / MARIAN_FILES["vocab"]).read_text(encoding="utf-8"))
+    cfg = model_config(marian_config, vocab, src_lang, tgt_lang)
+
+    marian = MarianMTModel.from_pretrained(folder, local_files_only=True, dtype=torch.float32).eval()
+    theirs = marian.state_dict()
+    model = Transformer(cfg).eval()
+    state = {name: theirs[marian_name(name)].reshape(like.shape) for name, like in model.state_dict().items()}
+    if unknown := set(theirs) - {marian_name(name) for name in state} - TIED_OR_COMPUTED:
+        raise ValueError(f"{folder} has weights that this converter does not know: {sorted(unknown)}")
+    model.load_state_dict(state)
+    model.output_bias[cfg.pad_id] = -torch.inf  # as transformers' generate bans <pad> (bad_words_ids)
+
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save({"config": cfg.to_dict(), "model": model.state_dict()}, out / "model.pt")
+    for name in MARIAN_FILES.values():
+        shutil.copy(folder / name, out / name)
+    return model
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("folder", type=Path, help="a MarianMTModel folder: config.json, weights, source.spm, ...")
+    p.add_argument("--out", type=Path, required=True, help="the model folder to write")
+    p.add_argument("--src", help="source language code (default: tokenizer_config.json's source_lang)")
+    p.add_argument("--tgt", help="target language code (default: tokenizer_config.json's target_lang)")
+    args = p.parse_args(argv)
+    try:
+        model = convert(args.folder, args.out, args.src, args.tgt)
+    except ValueError as e:
+        p.exit(2, f"model.convert: {e}\n")
+    print(f"{args.out / 'model.pt'}: {model.num_parameters():,} parameters, {model.cfg}")
+    print(f"next: python -m export {args.out / 'model.pt'} --out {args.out}")
+
+
+if __name__ == "__main__":
+    main()
