@@ -34,6 +34,10 @@ def random_number(rng: random.Random, like: str) -> str:
     return str(rng.randrange(10 ** (width - 1) if width > 1 else 0, 10**width))
 
 
+def renumber(text: str, new: dict[str, str]) -> str:
+    return DIGITS.sub(lambda match: new[match.group()], text)
+
+
 def number_variants(pairs: list[tuple[str, str]], copies: int, seed: int) -> list[tuple[str, str]]:
     """`copies` variants of each pair whose sides hold the same digit runs, with new numbers in both."""
     rng = random.Random(seed)
@@ -44,5 +48,5 @@ def number_variants(pairs: list[tuple[str, str]], copies: int, seed: int) -> lis
             continue
         for _ in range(copies):
             new = {run: random_number(rng, run) for run in runs}
-            variants.append((DIGITS.sub(lambda m: new[m.group()], src), DIGITS.sub(lambda m: new[m.group()], tgt)))
+            variants.append((renumber(src, new), renumber(tgt, new)))
     return variants
