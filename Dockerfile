@@ -4,8 +4,9 @@
 #   docker build --target gpu -t mt-translator:gpu .   CUDA 13 + cuDNN 9, ONNX Runtime's CUDA provider
 #   docker build --target cpu -t mt-translator:cpu .   python:3.11-slim, ONNX Runtime's CPU provider
 # Both install the project as the README's set-up does (`pip install .`: pyproject's serving dependencies,
-# no torch), run as a non-root user, report healthy once GET /ready answers 200, and serve the model baked
-# in from models/en-de. To serve another model, mount its folder and point TRANSLATOR_MODEL_DIR at it:
+# no torch), run as a non-root user, report healthy once GET /ready answers 200, and serve the models baked
+# in from models/ (every model folder in it: each language pair is served). To serve another model, mount its
+# folder and point TRANSLATOR_MODEL_DIR at it (or at a folder of model folders):
 #   docker run -v /path/to/fr-en:/models/fr-en:ro -e TRANSLATOR_MODEL_DIR=/models/fr-en ...
 
 ARG CUDA_IMAGE=nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04
@@ -43,11 +44,11 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 FROM gpu-base AS gpu
 COPY --from=gpu-build /opt/venv /opt/venv
 COPY deploy/healthcheck.py /app/healthcheck.py
-COPY models/en-de /app/models/en-de
+COPY models /app/models
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     TRANSLATOR_HOST=0.0.0.0 \
-    TRANSLATOR_MODEL_DIR=/app/models/en-de
+    TRANSLATOR_MODEL_DIR=/app/models
 WORKDIR /app
 USER 10001:10001
 EXPOSE 8000
@@ -57,11 +58,11 @@ CMD ["python", "-m", "service"]
 FROM cpu-base AS cpu
 COPY --from=cpu-build /opt/venv /opt/venv
 COPY deploy/healthcheck.py /app/healthcheck.py
-COPY models/en-de /app/models/en-de
+COPY models /app/models
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     TRANSLATOR_HOST=0.0.0.0 \
-    TRANSLATOR_MODEL_DIR=/app/models/en-de
+    TRANSLATOR_MODEL_DIR=/app/models
 WORKDIR /app
 USER 10001:10001
 EXPOSE 8000

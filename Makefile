@@ -3,10 +3,11 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-MULTI30K_DIR ?= ../shared/data/multi30k
+MULTI30K_DIR ?= $(firstword $(wildcard ../shared/data/multi30k) data/multi30k)
 export MULTI30K_DIR
+PORT ?= 8000
 
-.PHONY: serve test lint bench system-deps clean
+.PHONY: serve test lint bench system-deps data clean
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -22,25 +23,35 @@ $(VENV)/.dev: $(VENV)/bin/python pyproject.toml
 	touch $@
 
 serve: $(VENV)/.serve
-	$(PY) -m service
+	$(PY) -m service --port $(PORT)
 
-# Real Prometheus, promtool and nginx are used by the tests, wrk by the load generator (Debian packages).
+# Real Prometheus, promtool and nginx are used by the tests, wrk by the load generator, Chromium by the page's
+# browser test (Debian packages).
 system-deps:
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v nginx >/dev/null && \
-		command -v wrk >/dev/null || (apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus nginx-light wrk >/dev/null)
+		command -v wrk >/dev/null && command -v chromium >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus nginx-light wrk chromium >/dev/null)
 
-test: $(VENV)/.dev system-deps
+# The tests score the shipped model on Multi30k: MULTI30K_DIR, else fetched into data/multi30k, else one line on how.
+data: $(VENV)/bin/python
+	@test -d "$(MULTI30K_DIR)" || $(PY) -m model.download multi30k --out "$(MULTI30K_DIR)" >/dev/null 2>&1 || \
+		{ echo "make test needs Multi30k (task 1) and could not download it: set MULTI30K_DIR to a folder of its {split}.{lang}.gz files, or run 'python -m model.download multi30k --out data/multi30k' where the network allows"; \
+		rm -rf "$(MULTI30K_DIR)"; exit 1; }
+
+test: $(VENV)/.dev system-deps data
 	$(PY) -m pytest -q
 
 # Every benchmark of BENCHMARKS.md, one after the other (about an hour on 2 cores); results in bench/results/.
 bench: $(VENV)/.dev system-deps
+	$(PIP) install -q -e '.[bench]'
 	$(PY) -m bench.decode
 	$(PY) -m bench.load --compare --concurrency 32 --seconds 20
 	$(PY) -m bench.ct2_check
 	$(PY) -m bench.engines
 	$(PY) -m bench.servers
 	$(PY) -m bench.profile_steps
+	$(PY) -m bench.detect
+	$(PY) -m bench.splitters
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .

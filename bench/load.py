@@ -23,7 +23,7 @@ from bench.loadgen import run_load
 from bench.serve import running_service
 from bench.testset import DEFAULT_SPLIT, multi30k_dir
 from model.data import data_file, read_lines
-from service.settings import SHIPPED_MODEL
+from service.settings import SHIPPED_MODELS
 
 RESULTS = Path(__file__).resolve().parent / "results" / "load.json"
 MODES = {"batching": {}, "batch size 1": {"max_batch_sentences": 1}}
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--warmup", type=float, default=2, help="seconds of load run first and not counted")
     p.add_argument("--data", type=Path, help="Multi30k folder (default: $MULTI30K_DIR or shared/data/multi30k)")
-    p.add_argument("--model-dir", type=Path, default=SHIPPED_MODEL, help="with --compare: the model folder")
+    p.add_argument("--model-dir", type=Path, default=SHIPPED_MODELS / "en-de", help="with --compare: the model folder")
     p.add_argument("--setting", action="append", default=[], help="with --compare: a service setting, name=value")
     p.add_argument("--out", type=Path, default=RESULTS, help="with --compare: where to write the results")
     args = p.parse_args(argv)

@@ -1,106 +1,130 @@
-"""The FastAPI app: LibreTranslate-compatible /translate and /languages, health, readiness and metrics."""
+"""The FastAPI app: LibreTranslate's API (/translate, /detect, /languages, /translate_file, /frontend/settings),
+health, readiness and metrics, the page at / and the docs (service.pages).
+
+    app = create_app(Settings())     # uvicorn runs it: python -m service
+
+The engine (service.engine) loads every model folder in a thread at start-up, so /health answers at once and
+/ready turns 200 when every model is warm. A request is read (service.params), then translated by the pipeline
+(service.pipeline); a client that hangs up abandons its work. On SIGTERM (State.drain), accepted work finishes up
+to drain_seconds and what is left is answered 503.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import socket
-import time
+from collections import OrderedDict
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any, TypeVar
+from urllib.parse import quote
+from uuid import uuid4
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.batcher import Batcher, QueueFull, ShuttingDown
+from service import pages
+from service.batcher import QueueFull, ShuttingDown
+from service.detect import LanguageDetector
+from service.engine import Engine
 from service.metrics import Metrics
-from service.schemas import ApiError, TranslateRequest
-from service.search import SearchOptions
+from service.middleware import CLIENT_GONE, BodyLimit, Observe
+from service.params import clean_text, invisible_characters, read_params, upload
+from service.pipeline import RETRY_AFTER, Pipeline
+from service.schemas import ApiError, DetectRequest, FileRequest, TranslateRequest
 from service.settings import Settings
-from service.text import join_translations, sentences_of, split_sentences
-from service.translator import Translator
 
 log = logging.getLogger(__name__)
 INSTANCE = f"{socket.gethostname()}:{os.getpid()}"
-LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech"}
-RETRY_AFTER_SECONDS = "1"
+LANGUAGE_NAMES = {
+    "en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish", "it": "Italian",
+    "nl": "Dutch", "pt": "Portuguese", "pl": "Polish", "ru": "Russian", "zh": "Chinese", "ja": "Japanese",
+}
+FILE_FORMATS = {".txt": "text", ".html": "html", ".htm": "html"}
+KEPT_FILES = 256  # translated files kept for /download_file, newest first
+Model = TypeVar("Model", bound=BaseModel)
 
 
 @dataclass
 class State:
     settings: Settings
     metrics: Metrics
-    translator: Translator | None = None
-    batcher: Batcher | None = None
+    engine: Engine
+    pipeline: Pipeline | None = None
     ready: bool = False
+    draining: asyncio.Task | None = None
+    files: OrderedDict[str, tuple[str, bytes]] = field(default_factory=OrderedDict)
+
+    def drain(self) -> asyncio.Task:
+        """Stop taking work; accepted work finishes up to drain_seconds, then what is left is answered 503."""
+        if self.draining is None:
+            self.ready = False
+            self.draining = asyncio.create_task(self.engine.stop(self.settings.drain_seconds))
+        return self.draining
 
 
-def load(state: State) -> Translator:
-    """Load the model and run it once, greedy and with beams, so the first request is not the slow one."""
-    s = state.settings
-    translator = Translator(s.model_dir, s.precision, s.provider, s.threads, s.optimization, s.spin_threads)
-    translator.translate(["Warming up."], SearchOptions(beam_size=1))
-    translator.translate(["Warming up."], SearchOptions(beam_size=2))
-    return translator
+def load(state: State) -> Pipeline:
+    """Everything slow, before the first request: the models (warmed up), the language detector, the tables."""
+    state.engine.load()
+    invisible_characters()
+    return Pipeline(state.engine, LanguageDetector(state.engine.languages), state.settings)
 
 
 async def start(state: State) -> None:
     try:
-        state.translator = await asyncio.to_thread(load, state)
+        state.pipeline = await asyncio.to_thread(load, state)
     except Exception:  # nothing was accepted yet: exit, so that a supervisor restarts us or a person sees why
-        log.critical("cannot load the model from %s", state.settings.model_dir, exc_info=True)
+        log.critical("cannot load the models from %s", state.settings.model_dir, exc_info=True)
         os._exit(3)
-    t, s = state.translator, state.settings
-    state.metrics.model_info.labels(t.name, t.provider, s.precision).set(1)
-    state.batcher = Batcher(
-        t, state.metrics, s.max_batch_sentences, s.max_batch_tokens, s.max_wait_ms, s.max_queue
-    )
-    state.batcher.start()
+    state.engine.start()
     state.ready = True
-    log.info("model %s ready on %s (%s)", t.name, t.provider, s.precision)
+    log.info("serving %s", ", ".join(pair.name for pair in state.engine.pairs.values()))
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    state = State(settings or Settings(), Metrics())
+    settings = settings or Settings()
+    metrics = Metrics()
+    state = State(settings, metrics, Engine(settings, metrics))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        loading = asyncio.create_task(start(state))  # /health answers while the model loads
+        loading = asyncio.create_task(start(state))  # /health answers while the models load
         yield
-        state.ready = False
         if not loading.done():
             loading.cancel()
-        elif state.batcher:
-            await state.batcher.stop()  # finish what was accepted
+        else:
+            await state.drain()
 
-    app = FastAPI(title="Translator", description="Transformer translation on ONNX Runtime", lifespan=lifespan)
+    app = FastAPI(
+        title="Translator",
+        description="Transformer translation on ONNX Runtime, with LibreTranslate's API",
+        lifespan=lifespan,
+        docs_url=None,  # service.pages serves /docs with its assets
+        redoc_url=None,
+    )
     app.state.translator_state = state
-    app.include_router(router(state))
+    app.include_router(api_router(state))
+    app.include_router(pages.router())
     install_error_handlers(app)
-
-    @app.middleware("http")
-    async def observe(request: Request, call_next):
-        started, status = time.perf_counter(), 500
-        try:
-            response = await call_next(request)
-            status = response.status_code
-            response.headers["X-Translator-Instance"] = INSTANCE
-            return response
-        finally:
-            if request.url.path == "/translate":
-                state.metrics.requests.labels(str(status)).inc()
-                state.metrics.latency.observe(time.perf_counter() - started)
-
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["*"], max_age=600)
+    app.add_middleware(Observe, metrics=metrics, instance=INSTANCE)
     return app
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    """Every error is LibreTranslate's {"error": message}."""
+
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError) -> JSONResponse:
         return JSONResponse({"error": error.message}, status_code=error.status, headers=error.headers)
@@ -125,125 +149,135 @@ def describe(errors: list[dict]) -> str:
     return "Invalid request: " + "; ".join(parts)
 
 
-async def read_request(request: Request) -> TranslateRequest:
-    """The request from a JSON body or form data (LibreTranslate's clients send either)."""
-    if request.headers.get("content-type", "").startswith("application/json"):
-        try:
-            body = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ApiError(400, f"Invalid request: malformed JSON ({error})") from None
-        if not isinstance(body, dict):
-            raise ApiError(400, "Invalid request: the JSON body must be an object")
-    else:
-        form = await request.form()
-        body = {key: form.get(key) for key in form.keys()}
-        if len(qs := form.getlist("q")) > 1:
-            body["q"] = qs
+def validated(model: type[Model], params: dict[str, Any]) -> Model:
     try:
-        return TranslateRequest.model_validate(body)
+        return model.model_validate(params)
     except ValidationError as error:
         raise ApiError(400, describe(error.errors())) from None
 
 
-def check_request(req: TranslateRequest, state: State) -> list[str]:
-    """Every rule a request must meet before it is queued; returns its texts."""
-    s, t = state.settings, state.translator
-    if s.api_keys and req.api_key not in s.api_keys:
-        raise ApiError(403, "Invalid API key")
-    texts = [req.q] if isinstance(req.q, str) else req.q
-    if not texts or any(not text.strip() for text in texts):
-        raise ApiError(400, "Invalid request: q must hold non-empty text")
-    if (chars := sum(len(text) for text in texts)) > s.max_chars:
-        raise ApiError(400, f"Invalid request: {chars} characters, the limit is {s.max_chars}")
-    src, tgt = t.config["source_language"], t.config["target_language"]
-    if req.source not in ("auto", src) or req.target != tgt:
-        raise ApiError(400, f"{req.source}->{req.target} is not supported; this server translates {src}->{tgt}")
-    if req.format != "text":
-        raise ApiError(400, "format 'html' is not supported; send 'text'")
-    if req.alternatives > s.max_alternatives:
-        raise ApiError(400, f"Invalid request: at most {s.max_alternatives} alternatives")
-    if max(req.beam_size or s.beam_size, req.alternatives + 1) > s.max_beam_size:
-        raise ApiError(400, f"Invalid request: beam_size is at most {s.max_beam_size}")
-    return texts
+async def unless_disconnected(request: Request, work: Any) -> Any:
+    """Await `work`; if the client hangs up first, cancel it (its sentences leave the queue and the running batch)
+    and answer 499, which nobody receives but the metrics count."""
+    task = asyncio.ensure_future(work)
 
+    async def disconnected() -> None:
+        while not await request.is_disconnected():
+            await asyncio.sleep(0.05)
 
-def search_options(req: TranslateRequest, settings: Settings) -> SearchOptions:
-    return SearchOptions(
-        beam_size=max(req.beam_size or settings.beam_size, req.alternatives + 1),
-        length_penalty=settings.length_penalty,
-        n_best=req.alternatives + 1,
-        max_length_ratio=settings.max_length_ratio,
-        max_length=req.max_length or SearchOptions.max_length,
-    )
-
-
-async def translate_texts(req: TranslateRequest, state: State) -> dict:
-    s, t = state.settings, state.translator
-    texts = check_request(req, state)
-    layouts = [split_sentences(text) for text in texts]
-    sentences = [sentence for layout in layouts for sentence in sentences_of(layout)]
-    if len(sentences) > (limit := min(s.max_sentences, s.max_queue)):  # more than the queue holds: never fits
-        raise ApiError(400, f"Invalid request: {len(sentences)} sentences, the limit is {limit}")
-    ids = [tokens + [t.tokenizer.eos_id] for tokens in t.tokenizer.encode(sentences)]
-    if (longest := max(len(x) for x in ids)) > s.max_sentence_tokens:
-        raise ApiError(400, f"Invalid request: a sentence of {longest} tokens, the limit is {s.max_sentence_tokens}")
+    watch = asyncio.create_task(disconnected())
     try:
-        hyps = await state.batcher.submit(ids, search_options(req, s))
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if not task.done():
+        task.cancel()
+        raise ApiError(CLIENT_GONE, "Client closed the request")
+    try:
+        return task.result()
     except QueueFull:
-        raise ApiError(503, "Server busy: the queue is full", {"Retry-After": RETRY_AFTER_SECONDS}) from None
+        raise ApiError(503, "Server busy: the queue is full", RETRY_AFTER) from None
     except ShuttingDown:
-        raise ApiError(503, "Server shutting down", {"Retry-After": RETRY_AFTER_SECONDS}) from None
-    # n-best texts of each sentence; a sentence with fewer hypotheses repeats its last one
-    n = req.alternatives + 1
-    nbest = [t.tokenizer.decode([h[min(k, len(h) - 1)].tokens for h in hyps]) for k in range(n)]
-    results, offset = [], 0
-    for layout in layouts:
-        count = len(sentences_of(layout))
-        results.append([join_translations(layout, nbest[k][offset : offset + count]) for k in range(n)])
-        offset += count
-    single = isinstance(req.q, str)
-    body: dict = {"translatedText": results[0][0] if single else [r[0] for r in results]}
-    if req.alternatives:
-        body["alternatives"] = results[0][1:] if single else [r[1:] for r in results]
-    if req.source == "auto":  # one source language: nothing to detect
-        detected = {"confidence": 100.0, "language": t.config["source_language"]}
-        body["detectedLanguage"] = detected if single else [detected] * len(texts)
-    return body
+        raise ApiError(503, "Server shutting down", RETRY_AFTER) from None
 
 
-def router(state: State) -> APIRouter:
+def body_schema(model: type[BaseModel]) -> dict:
+    """OpenAPI's description of a body read by service.params (JSON or form), which FastAPI cannot infer."""
+    schema = {"schema": model.model_json_schema()}
+    content = {"application/json": schema, "application/x-www-form-urlencoded": schema}
+    return {"requestBody": {"content": content, "required": True}}
+
+
+def api_router(state: State) -> APIRouter:
     api = APIRouter()
 
-    def require_ready() -> None:
+    def pipeline() -> Pipeline:
+        if state.draining:
+            raise ApiError(503, "Server shutting down", RETRY_AFTER)
         if not state.ready:
-            raise ApiError(503, "Model is loading", {"Retry-After": RETRY_AFTER_SECONDS})
+            raise ApiError(503, "Models are loading", RETRY_AFTER)
+        return state.pipeline
 
-    @api.post(
-        "/translate",
-        openapi_extra={
-            "requestBody": {
-                "content": {
-                    "application/json": {"schema": TranslateRequest.model_json_schema()},
-                    "application/x-www-form-urlencoded": {"schema": TranslateRequest.model_json_schema()},
-                },
-                "required": True,
-            }
-        },
-    )
+    async def params(request: Request) -> dict[str, Any]:
+        return await read_params(request, state.settings.api_keys)
+
+    @api.post("/translate", openapi_extra=body_schema(TranslateRequest))
     async def translate(request: Request) -> JSONResponse:
-        """Translate q from source to target (LibreTranslate's API)."""
-        require_ready()
-        return JSONResponse(await translate_texts(await read_request(request), state))
+        """Translate q from source to target (LibreTranslate's API); parameters as JSON, form or query string."""
+        p = pipeline()
+        req = validated(TranslateRequest, await params(request))
+        return JSONResponse(await unless_disconnected(request, p.translate(req)))
+
+    @api.post("/detect", openapi_extra=body_schema(DetectRequest))
+    async def detect(request: Request) -> list[dict]:
+        """The languages served, most likely first, with confidences in percent (LibreTranslate's /detect)."""
+        p = pipeline()
+        req = validated(DetectRequest, await params(request))
+        if not (text := clean_text(req.q)).strip():
+            raise ApiError(400, "Invalid request: q must hold visible text")
+        return [{"confidence": round(confidence, 1), "language": code} for code, confidence in p.detect(text)]
+
+    @api.post("/translate_file")
+    async def translate_file(request: Request) -> dict:
+        """Translate a .txt or .html file (multipart form: file, source, target); answers its download URL."""
+        p = pipeline()
+        fields = await params(request)
+        req, file = validated(FileRequest, fields), upload(fields, "file")
+        name = PurePath(file.filename or "file.txt").name
+        if (kind := FILE_FORMATS.get(PurePath(name).suffix.lower())) is None:
+            raise ApiError(400, f"Invalid request: {name}: supported files are {', '.join(FILE_FORMATS)}")
+        try:
+            text = (await file.read()).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ApiError(400, f"Invalid request: {name} is not UTF-8 text") from None
+        translate_req = validated(TranslateRequest, {"q": text, "source": req.source, "target": req.target,
+                                                     "format": kind})
+        translated = (await unless_disconnected(request, p.translate(translate_req)))["translatedText"]
+        token = uuid4().hex
+        state.files[token] = (name, translated.encode("utf-8"))
+        while len(state.files) > KEPT_FILES:
+            state.files.popitem(last=False)
+        return {"translatedFileUrl": f"{request.base_url}download_file/{token}/{quote(name)}"}
+
+    @api.get("/download_file/{token}/{name}", name="download_file")
+    async def download_file(token: str, name: str) -> Response:
+        """A file translated by /translate_file (the last 256 are kept)."""
+        if (kept := state.files.get(token)) is None or kept[0] != name:
+            raise ApiError(404, "No such file: translated files are kept for the last 256 translations")
+        media = "text/html" if FILE_FORMATS[PurePath(name).suffix.lower()] == "html" else "text/plain"
+        return Response(kept[1], media_type=f"{media}; charset=utf-8",
+                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    @api.post("/suggest")
+    async def suggest() -> None:
+        """Suggestions of better translations are not collected by this server (LibreTranslate's answer)."""
+        raise ApiError(403, "Suggestions are disabled on this server.")
 
     @api.get("/languages")
     async def languages() -> list[dict]:
-        """The languages this server translates, in LibreTranslate's shape."""
-        require_ready()
-        src, tgt = state.translator.config["source_language"], state.translator.config["target_language"]
-        return [
-            {"code": src, "name": LANGUAGE_NAMES.get(src, src), "targets": [tgt]},
-            {"code": tgt, "name": LANGUAGE_NAMES.get(tgt, tgt), "targets": []},
-        ]
+        """Every language served, with the languages it translates into (LibreTranslate's shape)."""
+        engine = pipeline().engine
+        return [{"code": code, "name": LANGUAGE_NAMES.get(code, code), "targets": engine.targets_of(code)}
+                for code in engine.languages]
+
+    @api.get("/frontend/settings")
+    async def frontend_settings() -> dict:
+        """What LibreTranslate's front end asks a server for."""
+        engine, s = pipeline().engine, state.settings
+        first = next(iter(engine.pairs.values()))
+        return {
+            "charLimit": s.max_chars,
+            "frontendTimeout": 500,
+            "apiKeys": bool(s.api_keys),
+            "keyRequired": bool(s.api_keys),
+            "suggestions": False,
+            "filesTranslation": True,
+            "supportedFilesFormat": list(FILE_FORMATS),
+            "language": {
+                "source": {"code": first.source, "name": LANGUAGE_NAMES.get(first.source, first.source)},
+                "target": {"code": first.target, "name": LANGUAGE_NAMES.get(first.target, first.target)},
+            },
+        }
 
     @api.get("/health")
     async def health() -> dict:
@@ -252,10 +286,13 @@ def router(state: State) -> APIRouter:
 
     @api.get("/ready")
     async def ready() -> dict:
-        """The model is loaded and warm."""
-        require_ready()
-        t = state.translator
-        return {"status": "ready", "model": t.name, "provider": t.provider, "precision": t.precision}
+        """Every model is loaded and warm, and the server is not shutting down."""
+        engine = pipeline().engine
+        return {
+            "status": "ready",
+            "models": [{"model": pair.name, "provider": pair.translator.provider,
+                        "precision": pair.translator.precision} for pair in engine.pairs.values()],
+        }
 
     @api.get("/metrics")
     async def metrics() -> Response:

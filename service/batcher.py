@@ -5,21 +5,40 @@ oldest waiting sentence, waits up to max_wait_ms for company, and fills the batc
 sentences (same search options) closest to it in length, up to max_batch_sentences and max_batch_tokens.
 Under load, sentences queue while the translator runs, so batches fill without any wait (the default is 0).
 The translator runs in a worker thread, so the event loop keeps answering /health and /metrics.
+
+Nothing accepted is dropped silently, and nothing abandoned costs work: a request whose client hung up (its
+task is cancelled) takes its sentences out of the queue, and out of a running batch at the translator's next
+step. Stopping finishes what was accepted up to a deadline, then answers what is left with ShuttingDown.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
 
 from service.metrics import Metrics
 from service.search import Hypothesis, SearchOptions
 from service.translator import Translator
 
 log = logging.getLogger(__name__)
+
+
+RELEASE_GROWTH = 1.25  # memory is given back when idle once the process is this much larger than at start
+
+
+def resident_bytes() -> int:
+    """The process's resident memory (Linux; 0 elsewhere, where nothing is released)."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
 
 
 class QueueFull(Exception):
@@ -43,32 +62,48 @@ class Batcher:
         self,
         translator: Translator,
         metrics: Metrics,
+        name: str,
         max_batch_sentences: int,
         max_batch_tokens: int,
         max_wait_ms: float,
         max_queue: int,
+        release_after: float = 1.0,
     ):
         self.translator = translator
         self.metrics = metrics
+        self.queue_depth = metrics.queue_depth.labels(name)
         self.max_sentences = max_batch_sentences
         self.max_tokens = max_batch_tokens
         self.max_wait = max_wait_ms / 1000
         self.max_queue = max_queue
+        self.release_after = release_after
+        self.baseline = 0
         self.pending: list[Job] = []
         self.arrived = asyncio.Event()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="translator")
         self.closing = False
+        self.running: list[Job] = []  # the batch in the translator now
         self.worker: asyncio.Task | None = None
 
     def start(self) -> None:
         self.worker = asyncio.create_task(self._run())
 
-    async def stop(self) -> None:
-        """Accept nothing new, finish every sentence already accepted, then stop."""
+    async def stop(self, deadline: float | None = None) -> None:
+        """Accept nothing new and finish what was accepted; after `deadline` seconds (None: no limit), answer what
+        is left with ShuttingDown, then stop."""
         self.closing = True
         self.arrived.set()
         if self.worker:
-            await self.worker
+            try:
+                await asyncio.wait_for(asyncio.shield(self.worker), deadline)
+            except TimeoutError:
+                left = self.pending + self.running
+                log.warning("shutdown deadline of %.0f s passed: %d sentences answered 503", deadline, len(left))
+                for job in left:
+                    if not job.future.done():
+                        job.future.set_exception(ShuttingDown())
+                self.pending = []
+                await self.worker  # the running batch sees its sentences answered and ends at its next step
         self.executor.shutdown(wait=True)
 
     async def submit(self, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
@@ -80,19 +115,38 @@ class Batcher:
         loop = asyncio.get_running_loop()
         jobs = [Job(ids, opts, loop.create_future()) for ids in sentences]
         self.pending.extend(jobs)
-        self.metrics.queue_depth.set(len(self.pending))
+        self.queue_depth.set(len(self.pending))
         self.arrived.set()
-        return await asyncio.gather(*(job.future for job in jobs))
+        try:
+            return await asyncio.gather(*(job.future for job in jobs))
+        except asyncio.CancelledError:  # the client is gone: nobody waits for these sentences any more
+            for job in jobs:
+                job.future.cancel()
+            self.pending = [j for j in self.pending if not j.future.done()]
+            self.queue_depth.set(len(self.pending))
+            raise
 
     async def _run(self) -> None:
+        self.baseline = resident_bytes()
         while self.pending or not self.closing:
             if not self.pending:
-                self.arrived.clear()
-                await self.arrived.wait()
+                await self._idle()
                 continue
             await self._wait_for_company()
             batch = self._take_batch()
             await self._translate(batch)
+
+    async def _idle(self) -> None:
+        """Wait for work. Idle for release_after seconds with the process grown past RELEASE_GROWTH x its size at
+        start (a heavy batch's buffers stay in ONNX Runtime's arenas), give that memory back first."""
+        self.arrived.clear()
+        try:
+            await asyncio.wait_for(self.arrived.wait(), self.release_after)
+        except TimeoutError:
+            if resident_bytes() > RELEASE_GROWTH * self.baseline:
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(self.executor, self.translator.release_memory)
+            await self.arrived.wait()
 
     async def _wait_for_company(self) -> None:
         """Give the oldest sentence up to max_wait for others to arrive, unless a full batch is already here."""
@@ -128,7 +182,7 @@ class Batcher:
         batch = group[lo : hi + 1]
         taken = {id(j) for j in batch}
         self.pending = [j for j in self.pending if id(j) not in taken]
-        self.metrics.queue_depth.set(len(self.pending))
+        self.queue_depth.set(len(self.pending))
         return batch
 
     async def _translate(self, batch: list[Job]) -> None:
@@ -138,18 +192,27 @@ class Batcher:
         self.metrics.batch_size.observe(len(batch))
         loop = asyncio.get_running_loop()
         sources = [job.ids for job in batch]
+
+        def abandoned() -> np.ndarray:  # asked by the translator's thread at every step
+            return np.array([job.future.done() for job in batch])
+
+        self.running = batch
         try:
-            result = await loop.run_in_executor(self.executor, self.translator.translate_ids, sources, batch[0].opts)
+            result = await loop.run_in_executor(
+                self.executor, self.translator.translate_ids, sources, batch[0].opts, abandoned
+            )
         except Exception as error:  # a fault in one batch fails its requests, never the service
             log.exception("translator run failed for a batch of %d sentences", len(batch))
             for job in batch:
                 if not job.future.done():
                     job.future.set_exception(error)
             return
+        finally:
+            self.running = []
         self.metrics.inference.labels("encode").observe(result.encode_seconds)
         self.metrics.inference.labels("decode").observe(result.decode_seconds)
         self.metrics.input_tokens.inc(sum(len(s) for s in sources))
-        self.metrics.output_tokens.inc(sum(len(h[0].tokens) + 1 for h in result.hypotheses))
+        self.metrics.output_tokens.inc(sum(len(h[0].tokens) + 1 for h in result.hypotheses if h))
         for job, hyps in zip(batch, result.hypotheses):
             if not job.future.done():  # a request that was cancelled (client gone) no longer waits
                 job.future.set_result(hyps)

@@ -19,7 +19,9 @@ class Metrics:
         self.batch_size = Histogram(
             "translator_batch_size", "Sentences per translator run", buckets=BATCH_BUCKETS, registry=r
         )
-        self.queue_depth = Gauge("translator_queue_depth", "Sentences waiting for a batch", registry=r)
+        self.queue_depth = Gauge(
+            "translator_queue_depth", "Sentences waiting for a batch, by model", ["model"], registry=r
+        )
         self.queue_wait = Histogram(
             "translator_queue_wait_seconds", "Time a sentence waits before its batch runs",
             buckets=LATENCY_BUCKETS, registry=r,

@@ -12,10 +12,19 @@ are (in the ONNX graph, or in PyTorch), so that no (rows, vocabulary) array cros
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+
+# Which sentences of the batch nobody waits for any more (a client hung up, the server is shutting down): a bool
+# array over the batch's sentences, asked once per step. Their rows leave the batch and they get no hypotheses.
+Abandoned = Callable[[], np.ndarray]
+
+
+def nothing_abandoned() -> np.ndarray:
+    return np.zeros(0, dtype=bool)
 
 
 class StepDecoder(Protocol):
@@ -35,7 +44,15 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def greedy_search(decoder: StepDecoder, max_lengths: np.ndarray, bos: int, eos: int) -> list[Hypothesis]:
+def abandoned_rows(abandoned: Abandoned, sentences: np.ndarray) -> np.ndarray:
+    """For each of `sentences` (indices into the batch), whether it was abandoned."""
+    gone = abandoned()
+    return gone[sentences] if len(gone) else np.zeros(len(sentences), dtype=bool)
+
+
+def greedy_search(
+    decoder: StepDecoder, max_lengths: np.ndarray, bos: int, eos: int, abandoned: Abandoned = nothing_abandoned
+) -> list[Hypothesis]:
     """Pick the most likely token at every step; rows leave the batch as soon as they end."""
     n = len(max_lengths)
     out = np.full((n, int(max_lengths.max())), eos, dtype=np.int64)
@@ -44,7 +61,7 @@ def greedy_search(decoder: StepDecoder, max_lengths: np.ndarray, bos: int, eos: 
     for t in range(out.shape[1]):
         tokens = decoder.step(tokens, 1)[0][:, 0]
         out[alive, t] = tokens
-        ended = (tokens == eos) | (t + 1 >= max_lengths[alive])
+        ended = (tokens == eos) | (t + 1 >= max_lengths[alive]) | abandoned_rows(abandoned, alive)
         if ended.all():
             break
         if ended.any():
@@ -62,6 +79,7 @@ def beam_search(
     beam_size: int,
     alpha: float = 0.6,
     n_best: int = 1,
+    abandoned: Abandoned = nothing_abandoned,
 ) -> list[list[Hypothesis]]:
     """Beam search; the decoder holds beam_size rows per sentence (sentence-major).
 
@@ -97,7 +115,7 @@ def beam_search(
         best_live = np.where(ends, -np.inf, top_scores).max(axis=1) / length_penalty(max_lengths[sentences], alpha)
         kth_best = np.array([sorted(h.score for h in finished[s])[-k] if len(finished[s]) >= k else -np.inf
                              for s in sentences])
-        done = at_limit | (kth_best >= best_live)
+        done = at_limit | (kth_best >= best_live) | abandoned_rows(abandoned, sentences)
         if done.all():
             break
         # the k best candidates that go on, per sentence
@@ -145,15 +163,22 @@ def pad_batch(sequences: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.n
 
 
 def search(
-    start: StartDecoder, sources: list[list[int]], opts: SearchOptions, pad: int, bos: int, eos: int
+    start: StartDecoder,
+    sources: list[list[int]],
+    opts: SearchOptions,
+    pad: int,
+    bos: int,
+    eos: int,
+    abandoned: Abandoned = nothing_abandoned,
 ) -> list[list[Hypothesis]]:
-    """Translate a batch of source id sequences (each ending with </s>): n_best hypotheses per sentence."""
+    """Translate a batch of source id sequences (each ending with </s>): n_best hypotheses per sentence; an
+    abandoned sentence gets what it had when it was dropped (possibly nothing)."""
     src, src_mask = pad_batch(sources, pad)
     lengths = src_mask.sum(axis=1)
     max_lengths = np.minimum(np.ceil(opts.max_length_ratio * lengths) + opts.max_length_extra, opts.max_length)
     decoder = start(src, src_mask, opts.beam_size)
     if opts.beam_size == 1:
-        return [[h] for h in greedy_search(decoder, max_lengths.astype(np.int64), bos, eos)]
+        return [[h] for h in greedy_search(decoder, max_lengths.astype(np.int64), bos, eos, abandoned)]
     return beam_search(
-        decoder, max_lengths.astype(np.int64), bos, eos, opts.beam_size, opts.length_penalty, opts.n_best
+        decoder, max_lengths.astype(np.int64), bos, eos, opts.beam_size, opts.length_penalty, opts.n_best, abandoned
     )

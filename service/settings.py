@@ -8,13 +8,16 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-SHIPPED_MODEL = Path(__file__).resolve().parent.parent / "models" / "en-de"
+SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "models"
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TRANSLATOR_", protected_namespaces=())
 
-    model_dir: Path = Field(SHIPPED_MODEL, description="model folder written by `python -m export`")
+    model_dir: Path = Field(
+        SHIPPED_MODELS,
+        description="a model folder written by `python -m export`, or a folder of them: every pair is served",
+    )
     host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0 in a container)")
     port: int = Field(8000, description="port to listen on")
     provider: Literal["auto", "cuda", "cpu"] = Field("auto", description="ONNX Runtime execution provider")
@@ -30,6 +33,7 @@ class Settings(BaseSettings):
     )
     max_queue: int = Field(1024, ge=1, description="sentences waiting; beyond it requests get 503")
     max_chars: int = Field(5000, ge=1, description="characters in one request")
+    max_body_bytes: int = Field(1 << 20, ge=1, description="bytes of one request body; larger ones get 413 unread")
     max_sentences: int = Field(64, ge=1, description="sentences in one request, after splitting")
     max_sentence_tokens: int = Field(250, ge=1, description="source tokens of one sentence")
     beam_size: int = Field(1, ge=1, description="default beam size (1: greedy)")
@@ -37,12 +41,25 @@ class Settings(BaseSettings):
     max_alternatives: int = Field(3, ge=0, description="most alternatives a request may ask for")
     length_penalty: float = Field(0.6, ge=0, description="beam search length normalization alpha")
     max_length_ratio: float = Field(1.5, gt=0, description="translation tokens <= ratio * source tokens + 10")
+    max_request_work: int = Field(
+        65536, ge=1, description="decoder rows x steps one request may ask for at most: the sum over its sentences "
+        "of beam size x longest translation (400 beyond it)"
+    )
+    release_memory_after_s: float = Field(
+        1.0, gt=0, description="idle seconds after which memory that a heavy batch took is given back to the system"
+    )
+    drain_seconds: float = Field(
+        20.0, ge=0, description="on SIGTERM, how long accepted work may still run before it is answered 503"
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        [], description="comma-separated origins whose pages may call the API (* for any); empty: no CORS"
+    )
     api_keys: Annotated[list[str], NoDecode] = Field([], description="comma-separated keys; empty: no keys")
     log_level: str = Field("info", description="uvicorn log level")
 
-    @field_validator("api_keys", mode="before")
+    @field_validator("api_keys", "cors_origins", mode="before")
     @classmethod
-    def split_keys(cls, value: str | list[str]) -> list[str]:
+    def split_commas(cls, value: str | list[str]) -> list[str]:
         if isinstance(value, str):
             return [k.strip() for k in value.split(",") if k.strip()]
         return value

@@ -1,16 +1,45 @@
-"""Splitting request text into sentences and joining the translations back in the same layout."""
+"""Splitting request text into sentences and joining the translations back in the same layout.
+
+A line break always ends a sentence; within a line, sentencex (Wikimedia's rule-based segmenter: abbreviation lists
+for ~300 languages, each falling back to related ones and then to a default) finds the sentence ends. It was picked by
+`python -m bench.splitters` (bench/results/splitters.md). There is no splitter object to make and cache per language:
+sentencex builds its rules for a language once, inside the library, on first use.
+"""
 
 from __future__ import annotations
 
 import re
 
-# A separator is a run of newlines, or the spaces after a sentence-final . ! ? (with closing quotes).
-SEPARATOR = re.compile(r"(\s*\n\s*|(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+)")
+import sentencex
+
+LINE_BREAKS = re.compile(r"(\s*\n\s*)")
+# "1." or "a)" opening a line is a list item's number, not a sentence of its own (sentencex splits it off)
+LIST_MARKER = re.compile(r"(?:\d+|[A-Za-z])[.)]")
 
 
-def split_sentences(text: str) -> list[str]:
-    """Alternating pieces: sentence, separator, sentence, ...; empty sentences are kept as ''."""
-    return SEPARATOR.split(text.strip())
+def split_sentences(text: str, language: str) -> list[str]:
+    """Alternating pieces: sentence, separator, sentence, ...; `language` is the text's code (en, de, pt-BR...).
+
+    Separators are the line breaks and the whitespace between sentences; an empty text gives [''].
+    """
+    pieces: list[str] = []
+    for i, part in enumerate(LINE_BREAKS.split(text.strip())):
+        pieces += [part] if i % 2 else split_line(part, language)
+    return pieces
+
+
+def split_line(line: str, language: str) -> list[str]:
+    """split_sentences of a stripped text without line breaks."""
+    segments = list(sentencex.segment(language.split("-")[0].lower(), line))  # they add up to the line
+    if len(segments) > 1 and LIST_MARKER.fullmatch(segments[0].strip()):
+        segments[:2] = [segments[0] + segments[1]]
+    pieces: list[str] = []
+    end = 0
+    for sentence in (s.strip() for s in segments if s.strip()):
+        start = line.index(sentence, end)  # only whitespace lies between the previous sentence and this one
+        pieces += [line[end:start], sentence] if pieces else [sentence]
+        end = start + len(sentence)
+    return pieces or [line]
 
 
 def sentences_of(pieces: list[str]) -> list[str]:

@@ -9,6 +9,7 @@ there. The search itself is service.search.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import time
@@ -18,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from service.search import Hypothesis, SearchOptions, search
-from service.tokenizer import Tokenizer
+from service.search import Abandoned, Hypothesis, SearchOptions, nothing_abandoned, search
+from service.tokenizer import load_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class Translator:
         if precision not in self.config["graphs"]:
             raise ValueError(f"{self.model_dir} has no {precision} graphs; it has {sorted(self.config['graphs'])}")
         self.precision = precision
-        self.tokenizer = Tokenizer(self.model_dir / self.config["tokenizer"])
+        self.tokenizer = load_tokenizer(self.model_dir, self.config["tokenizer"])
         graphs = self.config["graphs"][precision]
         self.options = session_options(threads, optimization, spin_threads)
         self.encoder = self._session(graphs["encoder"], provider)
@@ -101,14 +102,17 @@ class Translator:
             raise ValueError(f"{self.model_dir} holds graphs of an older export (stacked caches, no top-k); "
                              "export its model.pt again with `python -m export`")
         self.provider = self.decoder.get_providers()[0]  # the truth: CUDA may have been asked for and fallen back
-        if provider != "cpu" and self.provider != "CUDAExecutionProvider":
-            log.warning("CUDA is not usable here (asked: %s); ONNX Runtime runs on %s", provider, self.provider)
+        if provider == "cuda" and self.provider != "CUDAExecutionProvider":
+            log.warning("CUDA was asked for but is not usable here; ONNX Runtime runs on %s", self.provider)
+        elif provider == "auto":
+            log.info("provider auto: ONNX Runtime runs on %s", self.provider)
         self.on_gpu = self.provider == "CUDAExecutionProvider"
         self.device = "cuda" if self.on_gpu else "cpu"  # where the caches stay between steps
         self.select = self._session(self.config["select"], provider)
         self.cross_names = names(self.encoder, "cross_", outputs=True)
         self.self_names = names(self.decoder, "self_")
         self.new_self_names = names(self.decoder, "new_self_", outputs=True)
+        self.run_options = ort.RunOptions()
 
     def _session(self, name: str, provider: str) -> ort.InferenceSession:
         if provider == "auto":
@@ -127,8 +131,11 @@ class Translator:
         limit = self.model_config["max_len"] - 1
         return [ids[:limit] + [self.tokenizer.eos_id] for ids in self.tokenizer.encode(texts)]
 
-    def translate_ids(self, sources: list[list[int]], opts: SearchOptions) -> BatchResult:
-        """Translate one batch of source ids; returns hypotheses and where the time went."""
+    def translate_ids(
+        self, sources: list[list[int]], opts: SearchOptions, abandoned: Abandoned = nothing_abandoned
+    ) -> BatchResult:
+        """Translate one batch of source ids; returns hypotheses and where the time went. Sentences that
+        `abandoned` names leave the batch at the next step (service.search.Abandoned)."""
         cfg, timer = self.model_config, Timer()
 
         def start(src: np.ndarray, src_mask: np.ndarray, repeat: int):
@@ -137,9 +144,21 @@ class Translator:
             return decoder
 
         opts = SearchOptions(**{**opts.__dict__, "max_length": min(opts.max_length, cfg["max_len"])})
-        hyps = search(start, sources, opts, cfg["pad_id"], cfg["bos_id"], cfg["eos_id"])
+        hyps = search(start, sources, opts, cfg["pad_id"], cfg["bos_id"], cfg["eos_id"], abandoned)
         total = time.perf_counter() - timer.started
         return BatchResult(hyps, encode_seconds=timer.encode, decode_seconds=total - timer.encode)
+
+    def release_memory(self) -> None:
+        """Give the memory of past batches back to the system: ONNX Runtime's arenas keep what the largest batch
+        took (a 64-sentence beam-8 batch: 600 MiB) for reuse. One beam-2 sentence runs every graph with arena
+        shrinkage on, which frees the arenas' unused regions, and glibc returns its free pages. A few ms: the batcher
+        calls it when the queue runs empty, never between two batches of a busy server."""
+        self.run_options = shrinking_run_options(self.device)
+        try:
+            self.translate_ids([[self.tokenizer.eos_id]], SearchOptions(beam_size=2, max_length=2))
+        finally:
+            self.run_options = ort.RunOptions()
+        trim_malloc()
 
     def translate(
         self, texts: list[str], opts: SearchOptions | None = None, batch_size: int = 64
@@ -155,6 +174,20 @@ class Translator:
                 texts_out = self.tokenizer.decode([h.tokens for h in hyps])
                 results[i] = [Translation(t, h.score) for t, h in zip(texts_out, hyps)]
         return results
+
+
+def shrinking_run_options(device: str) -> ort.RunOptions:
+    options = ort.RunOptions()
+    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "gpu:0" if device == "cuda" else "cpu:0")
+    return options
+
+
+def trim_malloc() -> None:
+    """glibc's malloc_trim(0): free heap pages go back to the system (elsewhere nothing to do)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def names(session: ort.InferenceSession, prefix: str, outputs: bool = False) -> list[str]:
@@ -177,7 +210,7 @@ class OrtDecoder:
         binding.bind_cpu_input("src_mask", src_mask)
         for name in translator.cross_names:
             binding.bind_output(name, translator.device)
-        translator.encoder.run_with_iobinding(binding)
+        translator.encoder.run_with_iobinding(binding, translator.run_options)
         self.cross_kv = binding.get_outputs()
         rows = np.repeat(np.arange(len(src)), repeat)  # each sentence `repeat` times
         self.src_mask = src_mask[rows]
@@ -199,7 +232,7 @@ class OrtDecoder:
         binding.bind_output("top_logp", "cpu")
         for name in t.new_self_names:
             binding.bind_output(name, t.device)
-        t.decoder.run_with_iobinding(binding)
+        t.decoder.run_with_iobinding(binding, t.run_options)
         top_tokens, top_logp, *self.self_kv = binding.get_outputs()
         return top_tokens.numpy(), top_logp.numpy()
 
@@ -210,7 +243,7 @@ class OrtDecoder:
             binding.bind_ortvalue_input(f"x_{i}", value)
             binding.bind_output(f"y_{i}", self.translator.device)
         binding.bind_cpu_input("rows", rows.astype(np.int64))
-        self.translator.select.run_with_iobinding(binding)
+        self.translator.select.run_with_iobinding(binding, self.translator.run_options)
         return binding.get_outputs()
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:

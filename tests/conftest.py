@@ -45,28 +45,48 @@ TINY_MODEL_TEXTS = (
 )
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    """An exported model folder with random weights: tiny and fast, it translates into garbage.
+def export_tiny_model(out: Path, spm: Path, source: str, target: str, seed: int) -> Path:
+    """A random-weight model folder translating source -> target (its SentencePiece model serves both sides).
 
-    Its weights are drawn at a scale (pre-LN, std 0.3) that makes the output depend on the source, so a
-    test can tell one sentence's translation from another's. Exporting takes some 10 seconds.
+    Its weights are drawn at a scale (pre-LN, std 0.3) that makes the output depend on the source, so a test can
+    tell one sentence's translation from another's.
     """
     import torch
 
     from export.__main__ import export_model
     from model.config import preset
-    from model.tokenizer import train_sentencepiece
     from model.transformer import Transformer
 
-    work = tmp_path_factory.mktemp("tiny-model")
-    spm = train_sentencepiece(TINY_MODEL_TEXTS * 10, work / "spm", vocab_size=90)
-    torch.manual_seed(0)
-    cfg = preset("tiny", vocab_size=90, pre_norm=True)
+    torch.manual_seed(seed)
+    cfg = preset("tiny", vocab_size=90, pre_norm=True, src_lang=source, tgt_lang=target)
     model = Transformer(cfg).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn_like(p) * 0.3)
-    torch.save({"config": cfg.to_dict(), "model": model.state_dict()}, work / "model.pt")
-    export_model(work / "model.pt", work / "model", spm, ["fp32"])
-    return work / "model"
+    out.mkdir(parents=True)
+    torch.save({"config": cfg.to_dict(), "model": model.state_dict()}, out / "model.pt")
+    export_model(out / "model.pt", out, spm, ["fp32"])
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_spm(tmp_path_factory) -> Path:
+    from model.tokenizer import train_sentencepiece
+
+    return train_sentencepiece(TINY_MODEL_TEXTS * 10, tmp_path_factory.mktemp("tiny-spm") / "spm", vocab_size=90)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, tiny_spm: Path) -> Path:
+    """An exported en-de model folder with random weights: tiny and fast, it translates into garbage that depends
+    on the source. Exporting takes some 10 seconds."""
+    return export_tiny_model(tmp_path_factory.mktemp("tiny-model") / "model", tiny_spm, "en", "de", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_models_dir(tmp_path_factory, tiny_spm: Path) -> Path:
+    """A folder of two tiny model folders, en-de and de-en, as the service loads several pairs."""
+    models = tmp_path_factory.mktemp("tiny-models")
+    for source, target, seed in (("en", "de", 0), ("de", "en", 1)):
+        export_tiny_model(models / f"{source}-{target}", tiny_spm, source, target, seed)
+    return models

@@ -373,8 +373,8 @@ def test_both_targets_run_the_service_alike_as_a_non_root_user():
         assert image.healthcheck[0] == "CMD" and image.healthcheck[1] == "python"
         script = repo_path(image, image.healthcheck[2])
         assert script == ROOT / "deploy/healthcheck.py" and "/ready" in script.read_text()
-        # the shipped model is baked in where TRANSLATOR_MODEL_DIR points
-        assert repo_path(image, image.env["TRANSLATOR_MODEL_DIR"]) == ROOT / "models/en-de"
+        # the shipped models are baked in where TRANSLATOR_MODEL_DIR points
+        assert repo_path(image, image.env["TRANSLATOR_MODEL_DIR"]) == ROOT / "models"
     assert gpu == Image(**{**vars(cpu), "base": gpu.base})
     # the two runtime stages: the same instructions but for the stage their venv comes from
     differ = [(a.original, b.original) for a, b in zip(stages["gpu"].commands, stages["cpu"].commands, strict=True)]
@@ -431,7 +431,6 @@ def test_dockerignore_keeps_the_context_to_what_the_image_copies(tmp_path):
         "data/multi30k/train.en.gz",
         "bench/.envs/argos/pyvenv.cfg",
         "tests/test_deploy.py",
-        "models/other-model/config.json",
         "models/en-de/model.pt",  # the PyTorch weights: serving needs only the ONNX graphs
         "service/__pycache__/app.cpython-311.pyc",
     ]

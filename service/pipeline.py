@@ -1,0 +1,178 @@
+"""The path of one translate request once its parameters are read: check, route, split, tokenize, submit, join.
+
+A request's texts (q) are cleaned (service.params.clean_text), routed to a language pair (detected when source is
+"auto"), cut into segments (the text itself, or each text node of HTML), the segments into sentences; the
+sentences of every pair are submitted to that pair's batcher at once, and the translations are put back in the
+same layout and markup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+
+from service.detect import LanguageDetector
+from service.engine import Engine, Pair
+from service.html import HtmlText
+from service.params import clean_text
+from service.schemas import ApiError, TranslateRequest
+from service.search import Hypothesis, SearchOptions
+from service.settings import Settings
+from service.text import join_translations, sentences_of, split_sentences
+
+RETRY_AFTER = {"Retry-After": "1"}
+
+
+@dataclass
+class Text:
+    """One text of q on its way: where it goes, its segments split into sentences, and their translations."""
+
+    original: str
+    pair: Pair | None  # None: already in the target language, given back as it is
+    detected: tuple[str, float] | None  # (language, confidence) when source was "auto"
+    html: HtmlText | None
+    layouts: list[list[str]]  # one split_sentences() layout per segment
+    translations: list[list[str]] | None = None  # per alternative, one translation per sentence
+
+    @property
+    def sentences(self) -> list[str]:
+        return [sentence for layout in self.layouts for sentence in sentences_of(layout)]
+
+    def render(self, k: int) -> str:
+        """The k-th alternative of this text, in its layout and markup; the text itself when nothing was translated."""
+        if self.translations is None:
+            return self.original
+        segments, it = [], iter(self.translations[k])
+        for layout in self.layouts:
+            segments.append(join_translations(layout, [next(it) for _ in sentences_of(layout)]))
+        return self.html.render(segments) if self.html else segments[0]
+
+
+class Pipeline:
+    def __init__(self, engine: Engine, detector: LanguageDetector, settings: Settings):
+        self.engine = engine
+        self.detector = detector
+        self.settings = settings
+
+    def search_options(self, req: TranslateRequest) -> SearchOptions:
+        s = self.settings
+        return SearchOptions(
+            beam_size=max(req.beam_size or s.beam_size, req.alternatives + 1),
+            length_penalty=s.length_penalty,
+            n_best=req.alternatives + 1,
+            max_length_ratio=s.max_length_ratio,
+            max_length=req.max_length or SearchOptions.max_length,
+        )
+
+    def check(self, req: TranslateRequest, texts: list[str]) -> None:
+        """Every rule about the request as a whole, before any text is looked at closely."""
+        s = self.settings
+        if not texts or any(not text.strip() for text in texts):
+            raise ApiError(400, "Invalid request: q must hold visible text")
+        if (chars := sum(len(text) for text in texts)) > s.max_chars:
+            raise ApiError(400, f"Invalid request: {chars} characters, the limit is {s.max_chars}")
+        if req.alternatives > s.max_alternatives:
+            raise ApiError(400, f"Invalid request: at most {s.max_alternatives} alternatives")
+        if max(req.beam_size or s.beam_size, req.alternatives + 1) > s.max_beam_size:
+            raise ApiError(400, f"Invalid request: beam_size is at most {s.max_beam_size}")
+        served = ", ".join(pair.name for pair in self.engine.pairs.values())
+        if not self.engine.sources_into(req.target):
+            raise ApiError(400, f"target {req.target!r} is not served; this server translates {served}")
+        if req.source != "auto" and not self.engine.pair(req.source, req.target):
+            raise ApiError(400, f"{req.source}->{req.target} is not supported; this server translates {served}")
+
+    def detect(self, text: str) -> list[tuple[str, float]]:
+        """The served languages, most likely first, with confidences in percent."""
+        return self.detector.detect(text)
+
+    def route(self, text: str, req: TranslateRequest) -> tuple[Pair | None, tuple[str, float] | None]:
+        """The pair that translates `text`, and what was detected. With "auto", text already in the target language
+        is given back as it is (pair None), as LibreTranslate does; otherwise the likeliest language that has a pair
+        into the target is taken."""
+        if req.source != "auto":
+            return self.engine.pair(req.source, req.target), None
+        ranked = self.detect(text)
+        if ranked[0][0] == req.target:
+            return None, ranked[0]
+        sources = self.engine.sources_into(req.target)
+        language, confidence = next((lang, c) for lang, c in ranked if lang in sources)
+        return self.engine.pair(language, req.target), (language, confidence)
+
+    def prepare(self, text: str, req: TranslateRequest) -> Text:
+        html = HtmlText(text) if req.format == "html" else None
+        visible = " ".join(html.texts) if html else text
+        pair, detected = self.route(visible, req) if visible.strip() else (None, None)
+        segments = html.texts if html else [text]
+        language = pair.source if pair else req.target
+        return Text(text, pair, detected, html, [split_sentences(segment, language) for segment in segments])
+
+    async def translate(self, req: TranslateRequest) -> dict:
+        texts = [clean_text(text) for text in ([req.q] if isinstance(req.q, str) else req.q)]
+        self.check(req, texts)
+        prepared = [self.prepare(text, req) for text in texts]
+        limit = min(self.settings.max_sentences, self.settings.max_queue)  # more than a queue holds never fits
+        if (count := sum(len(text.sentences) for text in prepared)) > limit:
+            raise ApiError(400, f"Invalid request: {count} sentences, the limit is {limit}")
+        by_pair: dict[str, list[Text]] = {}
+        for text in prepared:
+            if text.pair and text.sentences:
+                by_pair.setdefault(text.pair.name, []).append(text)
+        ids = {name: group[0].pair.translator.encode_texts([s for t in group for s in t.sentences])
+               for name, group in by_pair.items()}
+        opts = self.search_options(req)
+        self.check_sizes([x for pair_ids in ids.values() for x in pair_ids], opts)
+        await asyncio.gather(*(self.submit(group, ids[name], opts) for name, group in by_pair.items()))
+        return self.answer(req, prepared)
+
+    def check_sizes(self, sentences: list[list[int]], opts: SearchOptions) -> None:
+        """No sentence longer than max_sentence_tokens, and at most max_request_work decoder rows x steps in all, so
+        that one request cannot hold the engine (and its memory) for long: beam size x the longest translation
+        allowed, summed over the sentences."""
+        s = self.settings
+        if not sentences:
+            return
+        if (longest := max(len(x) for x in sentences)) > s.max_sentence_tokens:
+            limit = s.max_sentence_tokens
+            raise ApiError(400, f"Invalid request: a sentence of {longest} tokens, the limit is {limit}")
+        steps = [min(math.ceil(opts.max_length_ratio * len(x)) + opts.max_length_extra, opts.max_length)
+                 for x in sentences]
+        if (work := opts.beam_size * sum(steps)) > s.max_request_work:
+            raise ApiError(
+                400,
+                f"Invalid request: {len(sentences)} sentences with beam size {opts.beam_size} may take {work} decoder "
+                f"row-steps, the limit is {s.max_request_work}; send fewer sentences or a smaller beam",
+            )
+
+    async def submit(self, texts: list[Text], ids: list[list[int]], opts: SearchOptions) -> None:
+        """Translate the sentences of texts routed to one pair (`ids`, in order), in one submission to its batcher."""
+        pair = texts[0].pair
+        hyps = await pair.batcher.submit(ids, opts)
+        nbest = [pair.translator.tokenizer.decode([nth(h, k).tokens for h in hyps]) for k in range(opts.n_best)]
+        offset = 0
+        for text in texts:
+            count = len(text.sentences)
+            text.translations = [alternative[offset : offset + count] for alternative in nbest]
+            offset += count
+
+    def answer(self, req: TranslateRequest, texts: list[Text]) -> dict:
+        """LibreTranslate's response: translatedText shaped like q, alternatives when asked, detectedLanguage with
+        "auto"."""
+        single = isinstance(req.q, str)
+        rendered = [[text.render(k) for k in range(req.alternatives + 1)] for text in texts]
+        body: dict = {"translatedText": rendered[0][0] if single else [r[0] for r in rendered]}
+        if req.alternatives:
+            body["alternatives"] = rendered[0][1:] if single else [r[1:] for r in rendered]
+        if req.source == "auto":
+            detected = [
+                {"confidence": round(text.detected[1], 1), "language": text.detected[0]} if text.detected
+                else {"confidence": 0.0, "language": req.target}
+                for text in texts
+            ]
+            body["detectedLanguage"] = detected[0] if single else detected
+        return body
+
+
+def nth(hyps: list[Hypothesis], k: int) -> Hypothesis:
+    """The k-th best hypothesis; a sentence with fewer repeats its last one."""
+    return hyps[min(k, len(hyps) - 1)]

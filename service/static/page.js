@@ -1,0 +1,153 @@
+// The page at /: picks a language pair from GET /languages and translates with POST /translate (LibreTranslate's
+// API). Its URLs are relative, so that it also works behind a proxy that serves the service under a path prefix.
+"use strict";
+
+const AUTO = "auto"; // the source "detect the language": its targets are those of every language
+
+const form = document.getElementById("translate-form");
+const source = document.getElementById("source");
+const target = document.getElementById("target");
+const swap = document.getElementById("swap");
+const alternatives = document.getElementById("alternatives");
+const text = document.getElementById("text");
+const translation = document.getElementById("translation");
+const detected = document.getElementById("detected");
+const alternativesSection = document.getElementById("alternatives-section");
+const alternativesList = document.getElementById("alternatives-list");
+const translateButton = document.getElementById("translate");
+const error = document.getElementById("error");
+
+let languages = []; // [{code, name, targets}], as GET /languages answers
+
+// --- the API --------------------------------------------------------------------------------------------------
+
+// The JSON answer to a GET of path, or to a POST of body; an Error with the API's {"error": ...} message otherwise.
+async function callApi(path, body) {
+  const init = body === undefined
+    ? {}
+    : { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) };
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch {
+    throw new Error("The server cannot be reached.");
+  }
+  const answer = await response.json().catch(() => null);
+  if (!response.ok) {
+    const failure = new Error(answer?.error ?? `The server answered ${response.status} ${response.statusText}.`);
+    failure.status = response.status;
+    throw failure;
+  }
+  return answer;
+}
+
+// --- languages ------------------------------------------------------------------------------------------------
+
+function nameOf(code) {
+  return languages.find((language) => language.code === code)?.name ?? code;
+}
+
+function targetsOf(code) {
+  if (code === AUTO) return [...new Set(languages.flatMap((language) => language.targets))];
+  return languages.find((language) => language.code === code)?.targets ?? [];
+}
+
+// Replaces the select's options by [value, label] pairs, keeping `wanted` selected if it is one of them.
+function fillSelect(select, options, wanted) {
+  select.replaceChildren(...options.map(([value, label]) => new Option(label, value)));
+  if (options.some(([value]) => value === wanted)) select.value = wanted;
+}
+
+function showTargets(wanted) {
+  fillSelect(target, targetsOf(source.value).map((code) => [code, nameOf(code)]), wanted);
+  updateSwap();
+}
+
+// Swapping needs the reverse pair (so never from auto, which is no target).
+function updateSwap() {
+  swap.disabled = !targetsOf(target.value).includes(source.value);
+}
+
+async function loadLanguages() {
+  try {
+    languages = await callApi("languages");
+  } catch (failure) {
+    showError(`Cannot load the languages: ${failure.message}`);
+    if (failure.status === 503) setTimeout(loadLanguages, 1000); // the model is still loading
+    return;
+  }
+  showError("");
+  const sources = languages.filter((language) => language.targets.length > 0);
+  fillSelect(source, [[AUTO, "Detect language"], ...sources.map((language) => [language.code, language.name])], AUTO);
+  showTargets();
+  translateButton.disabled = false;
+}
+
+// --- translating ----------------------------------------------------------------------------------------------
+
+function showError(message) {
+  error.textContent = message;
+  error.hidden = !message;
+}
+
+function showResult(answer) {
+  translation.textContent = answer.translatedText;
+  const others = answer.alternatives ?? [];
+  const items = others.map((other) => Object.assign(document.createElement("li"), { textContent: other }));
+  alternativesList.replaceChildren(...items);
+  alternativesSection.hidden = others.length === 0;
+  const language = answer.detectedLanguage; // when the source is auto
+  detected.hidden = !language;
+  if (language) {
+    const confidence = Number(language.confidence.toFixed(1));
+    detected.textContent = `Detected: ${nameOf(language.language)} (${confidence}% confidence)`;
+  }
+}
+
+async function translate() {
+  translateButton.disabled = true;
+  form.setAttribute("aria-busy", "true");
+  showError("");
+  try {
+    showResult(await callApi("translate", {
+      q: text.value,
+      source: source.value,
+      target: target.value,
+      alternatives: alternatives.valueAsNumber || 0,
+      format: "text",
+    }));
+  } catch (failure) {
+    showResult({ translatedText: "" });
+    showError(failure.message);
+  } finally {
+    translateButton.disabled = false;
+    form.removeAttribute("aria-busy");
+  }
+}
+
+// The reverse pair, with the translation as the new text.
+function swapLanguages() {
+  const [from, to] = [source.value, target.value];
+  source.value = to;
+  showTargets(from);
+  if (translation.textContent) {
+    text.value = translation.textContent;
+    showResult({ translatedText: "" });
+  }
+}
+
+form.addEventListener("submit", (event) => {
+  event.preventDefault();
+  if (!translateButton.disabled) translate(); // disabled: languages not loaded yet, or a translation under way
+});
+form.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+    event.preventDefault();
+    form.requestSubmit();
+  }
+});
+source.addEventListener("change", () => showTargets(target.value));
+target.addEventListener("change", updateSwap);
+swap.addEventListener("click", swapLanguages);
+
+loadLanguages();

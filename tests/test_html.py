@@ -1,0 +1,140 @@
+"""service.html: the text of an HTML fragment to translate, and the fragment again with the translations in place."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.html import HtmlText
+
+UNTRANSLATED = (
+    "<script>if (a < b) { say('Hello'); }</script><style>p::after { content: 'Hello'; }</style>"
+    "<code>print('Hello')</code><pre>Hello\n  world</pre><textarea>Hello</textarea>"
+    '<span translate="no">Hello</span><div class="box notranslate"><p title="Hello">Hello</p></div><!-- Hello -->'
+)
+
+
+def upper(markup: str) -> str:
+    """The fragment "translated" by upper-casing its texts."""
+    html = HtmlText(markup)
+    return html.render([text.upper() for text in html.texts])
+
+
+@pytest.mark.parametrize(
+    "markup",
+    [
+        "Just text.",
+        "<p>Hello <b>big <i>wide</i></b> world.</p>",
+        '<p title="Greeting" class="intro  lead" id="p1">Hi <a href="/docs?a=1&amp;b=2">there</a>!</p>',
+        '<img src="cat.png" alt="A cat"><br><input type="text" placeholder="Your name" disabled="">',
+        "<ul>\n<li>One</li>\n<li>Two</li>\n</ul>",
+        "<p>Fish &amp; chips &lt;3 &gt; peas</p>",
+        '<!-- a comment --><p lang="en">Text</p>',
+        UNTRANSLATED,
+    ],
+)
+def test_identity_translations_give_the_markup_back(markup: str):
+    html = HtmlText(markup)
+    assert html.render(html.texts) == markup
+
+
+@pytest.mark.parametrize(
+    "markup,equivalent",
+    [
+        ("<P CLASS=x>a<br/>b</P>", '<p class="x">a<br>b</p>'),  # names lower-cased, quotes added, void tags as <br>
+        ("<input disabled>", '<input disabled="">'),
+        ("<!DOCTYPE html><p>Text</p>", "<!DOCTYPE html>\n<p>Text</p>"),
+        ("<p>&nbsp;x&#33; &copy;</p>", "<p>\xa0x! ©</p>"),  # entities other than & < > written as characters
+        ("<ul>\n    <li>a</li>\n  </ul>", "<ul>\n<li>a</li>\n</ul>"),  # blank text between tags: one newline
+        ("<p>A long\n   sentence.</p>", "<p>A long sentence.</p>"),  # whitespace within a text: one space
+    ],
+)
+def test_identity_translations_give_equivalent_markup(markup: str, equivalent: str):
+    html = HtmlText(markup)
+    assert html.render(html.texts) == equivalent
+
+
+def test_texts_are_the_translatable_ones_in_document_order():
+    markup = '<div title="Tip"><p>Hello <b>big <i>wide</i></b> world.</p><img alt="A cat" src="cat.png"></div>'
+    assert HtmlText(markup).texts == ["Tip", "Hello", "big", "wide", "world.", "A cat"]
+
+
+def test_a_translation_changes_only_text():
+    markup = (
+        '<p class="intro" id="main" title="Greeting">Hello, <a href="/go" data-x="keep me">dear <b>friend</b></a>!'
+        '\n<img src="smile.png" alt="A smile" width="10"> <input placeholder="Your name" aria-label="Name"></p>'
+    )
+    assert upper(markup) == (
+        '<p class="intro" id="main" title="GREETING">HELLO, <a href="/go" data-x="keep me">DEAR <b>FRIEND</b></a>!'
+        '\n<img src="smile.png" alt="A SMILE" width="10"> <input placeholder="YOUR NAME" aria-label="NAME"></p>'
+    )
+
+
+def test_whitespace_around_each_text_is_kept():
+    assert upper("<p>  Hello <b> big </b>\n world \xa0</p>") == "<p>  HELLO <b> BIG </b>\n WORLD \xa0</p>"
+
+
+def test_code_and_elements_marked_not_to_translate_are_untouched():
+    html = HtmlText(f"<p>Translate me.</p>{UNTRANSLATED}")
+    assert html.texts == ["Translate me."]
+    assert html.render(["ÜBERSETZT."]) == f"<p>ÜBERSETZT.</p>{UNTRANSLATED}"
+
+
+def test_the_nearest_translate_attribute_decides():
+    markup = '<div translate="no">Brand <span translate="yes">slogan</span></div><p translate="No">Name</p>'
+    assert HtmlText(markup).texts == ["slogan"]
+
+
+def test_entities_are_decoded_for_the_translator_and_escaped_again():
+    html = HtmlText('<p title="&quot;Q&quot; &amp; A">Fish &amp; chips &lt;3</p>')
+    assert html.texts == ['"Q" & A', "Fish & chips <3"]
+    rendered = html.render(['"F" & it\'s <b>', "Fisch & Pommes <3"])
+    assert rendered == '<p title="&quot;F&quot; &amp; it\'s &lt;b&gt;">Fisch &amp; Pommes &lt;3</p>'
+    assert HtmlText(rendered).texts == ['"F" & it\'s <b>', "Fisch & Pommes <3"]
+
+
+@pytest.mark.parametrize(
+    "markup",
+    [
+        "<p>Unclosed <b>bold",
+        "</div>Stray end tags</p> here",
+        "<div><p>Crossed</div></p>",
+        "<<>> a < b > c",
+        "<p a=>Empty attribute",
+        "<a href='x>Unterminated quote</a>",
+        "<!-- unterminated comment",
+        "&bogus; &#xZZ; & text",
+    ],
+)
+def test_a_malformed_fragment_does_not_raise(markup: str):
+    html = HtmlText(markup)
+    assert html.texts
+    again = HtmlText(html.render(html.texts))  # what comes back parses, and has the same text
+    assert " ".join(again.texts) == " ".join(html.texts)
+
+
+@pytest.mark.parametrize(
+    "markup", ["", "   ", "<br>", '<img src="x.png" alt="">', "<p> \n </p>", "<!-- a comment -->", "<code>x</code>"]
+)
+def test_a_fragment_without_text(markup: str):
+    html = HtmlText(markup)
+    assert html.texts == []
+    assert HtmlText(html.render([])).texts == []
+
+
+def test_render_needs_one_translation_per_text():
+    with pytest.raises(ValueError):
+        HtmlText("<p>One</p><p>Two</p>").render(["Eins"])
+
+
+# Translations as a translator may write them: words with markup characters and quotes, single spaces.
+WORD = st.text(alphabet=st.sampled_from(list("aZ9ü&<>\"';=/!#")), min_size=1)
+TRANSLATION = st.lists(WORD, min_size=1).map(" ".join)
+
+
+@settings(deadline=None, database=None)
+@given(st.lists(TRANSLATION, min_size=3, max_size=3))
+def test_any_translations_come_back_as_the_texts_of_the_rendered_markup(translations: list[str]):
+    html = HtmlText('<p title="One">Two <a href="/x">three</a></p>')
+    assert HtmlText(html.render(translations)).texts == translations
