@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from model import plot, train
+from model.augment import casing_variants, number_variants
 from model.checkpoint import load_model, step_checkpoints
 from model.config import PRESETS
 from model.data import read_lines, read_pairs
@@ -94,11 +95,20 @@ def test_presets():
 
 
 def train_argv(data: Path, out: Path, *options: str) -> list[str]:
-    """model.train's command line for a CPU run on a test corpus, repeated 10 times per epoch."""
+    """model.train's command line for a CPU run on one thread on a test corpus, repeated 10 times per epoch, without
+    augmented pairs (options given later, such as --case-share, win)."""
     return [
         "--data", f"{data}:10", "--out", str(out), "--vocab-size", "80", "--max-tokens", "300", "--warmup", "100",
-        "--label-smoothing", "0", "--no-amp", "--no-val-bleu", "--device", "cpu", "--threads", "1", *options,
+        "--label-smoothing", "0", "--no-amp", "--no-val-bleu", "--device", "cpu", "--threads", "1",
+        "--case-share", "0", "--number-copies", "0", *options,
     ]  # fmt: skip
+
+
+# The memorizing run's loss spikes now and then until about epoch 45 (Adam at a high learning rate on a loss near
+# zero). Stopped at epoch 40, whether it had memorized hung on the last bits of its arithmetic, which change with the
+# thread count and with the CPU's vector instructions (AVX2 or AVX-512) even on one thread. From epoch 50 on, every
+# run tried (1, 2 and 16 threads; AVX-512, AVX2 and no vector kernels; seeds 1 to 6) stayed below a 0.001 loss.
+MEMORIZE_EPOCHS = 60
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +116,8 @@ def memorized_run(tmp_path_factory, test_presets, sentence_pairs) -> Path:
     """The folder of a run that trained a small post-LN model on the sentence pairs until it memorized them."""
     root = tmp_path_factory.mktemp("memorize")
     data = write_corpus(root / "data", sentence_pairs)
-    train.main(train_argv(data, root / "run", "--preset", "memorize", "--epochs", "40", "--lr-scale", "0.5"))
+    options = ("--preset", "memorize", "--epochs", str(MEMORIZE_EPOCHS), "--lr-scale", "0.5")
+    train.main(train_argv(data, root / "run", *options))
     return root / "run"
 
 
@@ -116,7 +127,21 @@ def test_a_small_model_memorizes_its_training_pairs(memorized_run, sentence_pair
     translations = translate(model, tokenizer, [en for en, _ in sentence_pairs], SearchOptions())
     assert translations == [de for _, de in sentence_pairs]
     last = plot.read_metrics(memorized_run / "metrics.jsonl")[-1]
-    assert last["epoch"] == 40 and last["val_loss/data"] < 0.05
+    assert last["epoch"] == MEMORIZE_EPOCHS and last["val_loss/data"] < 0.05
+
+
+def test_the_training_set_holds_the_augmented_pairs(tmp_path, sentence_pairs):
+    timed = ("The train leaves at 10:05.", "Der Zug fährt um 10:05 ab.")
+    pairs = [*sentence_pairs, timed]
+    data = write_corpus(tmp_path / "data", pairs)
+    options = ("--preset", "tiny", "--case-share", "0.5", "--number-copies", "2")
+    trainer = train.Trainer(train.parse_args(train_argv(data, tmp_path / "run", *options)))
+    cased, numbered = casing_variants(pairs, 0.5, trainer.args.seed), number_variants(pairs, 2, trainer.args.seed)
+    assert cased and len(numbered) == 2
+    decode = trainer.tokenizer.decode  # its pieces spell the variants too: they come back without <unk>
+    sources = decode([example.src[:-1] for example in trainer.train_set])  # without </s>
+    targets = decode([example.tgt for example in trainer.train_set])
+    assert sorted(zip(sources, targets)) == sorted([*pairs, *cased, *numbered] * 10)  # the corpus weight
 
 
 def final_state(run: Path) -> dict:

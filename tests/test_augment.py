@@ -1,0 +1,103 @@
+"""Training-time augmentation (model.augment): casing variants and number variants of sentence pairs."""
+
+from __future__ import annotations
+
+import re
+
+from model.augment import CASINGS, casing_variants, number_variants
+
+DIGITS = re.compile(r"\d+")
+
+# Mixed case on both sides, so that upper, lower and title case each give another text.
+MIXED_CASE = [(f"Anna's dog plays in the park, {i}.", f"Annas Hund spielt im Park, {i}.") for i in range(1000)]
+TIME = ("The train leaves at 10:05 from platform 7.", "Der Zug fährt um 10:05 von Gleis 7 ab.")
+REORDERED = ("3 dogs and 12 cats sleep.", "12 Katzen und 3 Hunde schlafen.")
+
+
+def digit_runs(text: str) -> list[str]:
+    return DIGITS.findall(text)
+
+
+def without_digits(text: str) -> str:
+    return DIGITS.sub("#", text)
+
+
+# --- casing -----------------------------------------------------------------------------------------
+
+
+def test_a_casing_variant_has_one_casing_on_both_sides():
+    variants = casing_variants(MIXED_CASE, share=0.1, seed=1)
+    assert variants
+    for src, tgt in variants:
+        matching = [
+            case for case in CASINGS for pair in MIXED_CASE if (src, tgt) == (case(pair[0]), case(pair[1]))
+        ]
+        assert len(matching) == 1, (src, tgt)
+    used = {case for case in CASINGS for src, _ in variants if case(src) == src}  # a casing leaves its own alone
+    assert used == set(CASINGS)
+
+
+def test_casing_variants_cover_about_the_share_asked():
+    assert 70 <= len(casing_variants(MIXED_CASE, share=0.1, seed=1)) <= 130
+    assert 400 <= len(casing_variants(MIXED_CASE, share=0.5, seed=1)) <= 600
+    assert casing_variants(MIXED_CASE, share=0.0, seed=1) == []
+    assert len(casing_variants(MIXED_CASE, share=1.0, seed=1)) == len(MIXED_CASE)
+
+
+def test_casing_variants_are_the_same_for_a_seed_and_differ_across_seeds():
+    first = casing_variants(MIXED_CASE, share=0.1, seed=7)
+    assert casing_variants(MIXED_CASE, share=0.1, seed=7) == first
+    assert casing_variants(MIXED_CASE, share=0.1, seed=8) != first
+
+
+# --- numbers ----------------------------------------------------------------------------------------
+
+
+def test_number_variants_change_the_numbers_and_only_them():
+    variants = number_variants([TIME], copies=50, seed=1)
+    assert len(variants) == 50
+    for src, tgt in variants:
+        assert (without_digits(src), without_digits(tgt)) == (without_digits(TIME[0]), without_digits(TIME[1]))
+    new_numbers = {tuple(digit_runs(src)) for src, _ in variants}
+    assert len(new_numbers) > 40, "new random numbers, not the original ones again"
+
+
+def test_number_variants_keep_the_same_numbers_on_both_sides():
+    variants = number_variants([TIME, REORDERED], copies=20, seed=1)
+    assert len(variants) == 40
+    for src, tgt in variants:
+        if src.endswith("sleep."):  # "3 dogs and 12 cats" against "12 Katzen und 3 Hunde"
+            dogs, cats = digit_runs(src)
+            assert digit_runs(tgt) == [cats, dogs]
+        else:
+            assert digit_runs(tgt) == digit_runs(src)
+
+
+def test_number_variants_keep_zero_padded_widths():
+    variants = number_variants([TIME], copies=50, seed=1)
+    minutes = [digit_runs(src)[1] for src, _ in variants]
+    assert all(len(minute) == 2 for minute in minutes)  # 10:05 never becomes 10:5
+    assert any(minute.startswith("0") for minute in minutes)
+    for src, _ in variants:  # numbers without a leading zero do not get one
+        hour, _, platform = digit_runs(src)
+        assert not hour.startswith("0") or hour == "0"
+        assert not platform.startswith("0") or platform == "0"
+
+
+def test_pairs_whose_sides_hold_other_numbers_are_skipped():
+    spelled = ("I am 30 years old.", "Ich bin dreißig Jahre alt.")
+    different = ("Room 12 is free.", "Zimmer 21 ist frei.")
+    more = ("Take bus 5 or 6.", "Nimm den Bus 5.")
+    assert number_variants([spelled, different, more], copies=3, seed=1) == []
+
+
+def test_pairs_without_digits_are_left_alone():
+    no_digits = ("A dog runs.", "Ein Hund läuft.")
+    assert number_variants([no_digits], copies=3, seed=1) == []
+    variants = number_variants([no_digits, TIME], copies=3, seed=1)
+    assert len(variants) == 3 and all(without_digits(src) == without_digits(TIME[0]) for src, _ in variants)
+
+
+def test_number_variants_are_the_same_for_a_seed():
+    assert number_variants([TIME, REORDERED], 3, seed=4) == number_variants([TIME, REORDERED], 3, seed=4)
+    assert number_variants([TIME, REORDERED], 3, seed=4) != number_variants([TIME, REORDERED], 3, seed=5)
