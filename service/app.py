@@ -30,6 +30,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from service import pages
 from service.batcher import QueueFull, ShuttingDown
@@ -137,6 +138,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
         return JSONResponse({"error": describe(error.errors())}, status_code=400)
 
+    @app.exception_handler(ClientDisconnect)
+    async def client_gone(request: Request, error: ClientDisconnect) -> JSONResponse:
+        """The client hung up while sending its body: nobody reads the answer, the metrics count a 499."""
+        return JSONResponse({"error": "Client closed the request"}, status_code=CLIENT_GONE)
+
     @app.exception_handler(Exception)
     async def fault(request: Request, error: Exception) -> JSONResponse:
         log.exception("unhandled error on %s", request.url.path)
@@ -215,6 +221,8 @@ def api_router(state: State) -> APIRouter:
         req = validated(DetectRequest, await params(request))
         if not (text := clean_text(req.q)).strip():
             raise ApiError(400, "Invalid request: q must hold visible text")
+        if len(text) > state.settings.max_chars:
+            raise ApiError(400, f"Invalid request: {len(text)} characters, the limit is {state.settings.max_chars}")
         return [{"confidence": round(confidence, 1), "language": code} for code, confidence in p.detect(text)]
 
     @api.post("/translate_file")

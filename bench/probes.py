@@ -1,0 +1,140 @@
+"""The figures behind tests/test_faults.py's bounds, measured on the shipped model (one thread), printed as JSON.
+
+    python -m bench.probes [--model-dir models/en-de] [--repeat 3]
+
+abandoned: 16 clients each send 64 sentences with beam 4 and hang up at once; the seconds the next single-sentence
+    request then takes (the issue's goal: < 1 s; 10.5 s before the fix), and the same with the 16 clients staying
+    connected (the work that hanging up saves).
+memory: the service's RSS idle, at the peak of one heavy request (64 sentences, beam 8, 3 alternatives) and how long
+    after its answer RSS is back to <= 1.5 x idle (TRANSLATOR_RELEASE_MEMORY_AFTER_S is 1 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from bench.report import environment, rss_mib
+from bench.serve import running_service
+from service.settings import SHIPPED_MODELS
+
+SENTENCES = [
+    "A man is riding a bicycle.", "Two dogs are running on the green grass.", "The cat sleeps on the sofa.",
+    "A girl in a red dress is dancing.", "People are fixing the roof of a house.", "She drinks hot tea in the kitchen.",
+    "Five people stand in the snow.", "A woman with a large purse is walking by a gate.",
+    "The children play outside with a ball.", "Where is the station?", "My brother is very tall.",
+    "A boy jumps into the lake.", "An old man reads a newspaper on a bench.", "We are reading a book together.",
+    "A dog catches a red frisbee.", "Workers build a wall of bricks.",
+]
+SIXTY_FOUR = " ".join(SENTENCES * 4)
+NEXT = {"q": "The cat sleeps on the sofa.", "source": "en", "target": "de"}
+
+
+def post_raw(port: int, payload: dict) -> socket.socket:
+    content = json.dumps(payload).encode()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=120)
+    head = f"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" \
+           f"Content-Length: {len(content)}\r\n\r\n"
+    sock.sendall(head.encode() + content)
+    return sock
+
+
+def next_request_seconds(url: str, hang_up: bool) -> float:
+    """Seconds the next request takes after 16 heavy ones were sent (and abandoned, or waited for)."""
+    port = int(url.rsplit(":", 1)[1])
+    sockets = [post_raw(port, {"q": SIXTY_FOUR, "source": "en", "target": "de", "beam_size": 4}) for _ in range(16)]
+    if hang_up:
+        for sock in sockets:
+            sock.close()
+    started = time.perf_counter()
+    response = httpx.post(url + "/translate", json=NEXT, timeout=300)
+    elapsed = time.perf_counter() - started
+    assert response.status_code == 200, response.text
+    for sock in sockets:  # the ones kept: read their answers (or see them gone)
+        try:
+            sock.recv(1)
+        except OSError:
+            pass
+        sock.close()
+    return round(elapsed, 3)
+
+
+def wait_for_empty_queue(url: str) -> None:
+    while True:
+        text = httpx.get(url + "/metrics", timeout=60).text
+        depth = [line for line in text.splitlines() if line.startswith("translator_queue_depth{")]
+        if all(float(line.split()[-1]) == 0 for line in depth):
+            return
+        time.sleep(0.1)
+
+
+def abandoned(model_dir: Path, repeat: int) -> dict:
+    with tempfile.TemporaryDirectory() as logs, running_service(
+        model_dir, Path(logs) / "service.log", threads=1, log_level="warning"
+    ) as service:
+        hung_up = []
+        for _ in range(repeat):
+            hung_up.append(next_request_seconds(service.url, hang_up=True))
+            wait_for_empty_queue(service.url)
+        stayed = next_request_seconds(service.url, hang_up=False)
+        wait_for_empty_queue(service.url)
+    return {"next_request_s_after_16_abandoned": hung_up, "next_request_s_after_16_waited_for": stayed}
+
+
+def watch_rss(pid: int, stop: threading.Event, samples: list[float]) -> None:
+    while not stop.wait(0.05):
+        samples.append(rss_mib(pid))
+
+
+def memory(model_dir: Path, repeat: int) -> dict:
+    runs = []
+    with tempfile.TemporaryDirectory() as logs, running_service(
+        model_dir, Path(logs) / "service.log", threads=1, log_level="warning"
+    ) as service:
+        pid = service.process.pid
+        for _ in range(repeat):
+            time.sleep(2)
+            idle, peak, stop = rss_mib(pid), [], threading.Event()
+            watcher = threading.Thread(target=watch_rss, args=(pid, stop, peak))
+            watcher.start()
+            heavy = {"q": SIXTY_FOUR, "source": "en", "target": "de", "beam_size": 8, "alternatives": 3}
+            started = time.perf_counter()
+            response = httpx.post(service.url + "/translate", json=heavy, timeout=300)
+            answered = time.perf_counter()
+            stop.set()
+            watcher.join()
+            assert response.status_code == 200, response.text
+            while rss_mib(pid) > 1.5 * idle and time.perf_counter() - answered < 30:
+                time.sleep(0.05)
+            back = time.perf_counter()
+            time.sleep(1)
+            runs.append({
+                "idle_mib": round(idle, 1), "peak_mib": round(max(peak, default=idle), 1),
+                "request_s": round(answered - started, 2), "back_to_1.5x_idle_s": round(back - answered, 2),
+                "rss_1s_later_mib": round(rss_mib(pid), 1),
+            })
+    return {"heavy_request": runs}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model-dir", type=Path, default=SHIPPED_MODELS / "en-de")
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args(argv)
+    results = {
+        "machine": environment(["onnxruntime", "onnxruntime-gpu", "uvicorn"]),
+        "abandoned": abandoned(args.model_dir, args.repeat),
+        "memory": memory(args.model_dir, args.repeat),
+    }
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
