@@ -23,13 +23,13 @@ from typing import Any
 
 import httpx
 import pytest
+from client import TIMEOUT, assert_error
 from deep_translator import LibreTranslator
 from deep_translator.exceptions import AuthorizationException
 from libretranslatepy import LibreTranslateAPI
 
 from bench.serve import running_service
 
-TIMEOUT = httpx.Timeout(60.0)
 PAGE = "http://page.example"  # the origin allowed by CORS on `url`
 OTHER_PAGE = "http://other.example"
 SERVED = ("en-de", "de-en")
@@ -88,15 +88,6 @@ def multipart(fields: dict[str, str | list[str]]) -> list[tuple[str, tuple[None,
     """httpx's `files` argument that sends fields as multipart/form-data parts without a file name."""
     return [(name, (None, value)) for name, values in fields.items()
             for value in (values if isinstance(values, list) else [values])]
-
-
-def assert_error(response: httpx.Response, status: int) -> str:
-    """LibreTranslate's error shape: the status and {"error": message}; the message."""
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/json"), response.headers
-    error = response.json()
-    assert list(error) == ["error"] and isinstance(error["error"], str) and error["error"]
-    return error["error"]
 
 
 def cors_headers(response: httpx.Response) -> dict[str, str]:

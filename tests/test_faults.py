@@ -21,12 +21,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from client import JSON, TIMEOUT, assert_error, body, metrics, translate
 
 from bench.serve import REPO, RunningService, running_service
 
 SHIPPED = REPO / "models" / "en-de"
-TIMEOUT = httpx.Timeout(60.0)
 BODY_LIMIT = 300_000  # TRANSLATOR_MAX_BODY_BYTES of the probed server: a 100,000-deep JSON body (200 kB) fits
 WORK_LIMIT = 10_000  # TRANSLATOR_MAX_REQUEST_WORK of the probed server
 
@@ -52,25 +51,6 @@ SIXTY_FOUR = " ".join(SENTENCES * 4)  # 64 sentences in one text
 
 
 # --- talking to a server --------------------------------------------------------------------------------
-
-
-def body(q: str | list[str], **fields: object) -> dict:
-    return {"q": q, "source": "en", "target": "de", **fields}
-
-
-def translate(url: str, q: str | list[str], **fields: object) -> str | list[str]:
-    response = httpx.post(url + "/translate", json=body(q, **fields), timeout=TIMEOUT)
-    assert response.status_code == 200, response.text
-    return response.json()["translatedText"]
-
-
-def assert_error(response: httpx.Response, status: int) -> str:
-    """LibreTranslate's error shape: the status and {"error": message}; returns the message."""
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/json"), response.headers
-    error = response.json()
-    assert list(error) == ["error"] and isinstance(error["error"], str) and error["error"], error
-    return error["error"]
 
 
 def port_of(service: RunningService) -> int:
@@ -101,16 +81,6 @@ def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
         assert chunk, "the server closed the connection in the middle of its response"
         rest += chunk
     return int(status_line.split()[1]), headers, rest
-
-
-def metrics(url: str) -> dict[tuple[str, frozenset], float]:
-    """Every sample of /metrics, parsed by Prometheus' own parser, by (name, labels)."""
-    text = httpx.get(url + "/metrics", timeout=TIMEOUT).text
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 def requests_by_status(url: str) -> dict[str, float]:
@@ -166,7 +136,6 @@ def waiting_server(tiny_model_dir: Path, tmp_path_factory) -> Iterator[RunningSe
 
 # --- probes: each gets a 4xx {"error"}, never a 500 -----------------------------------------------------
 
-JSON = {"content-type": "application/json"}
 TRANSLATE_PROBES = [
     pytest.param(b'{"q": "\\ud800", "source": "en", "target": "de"}', id="lone-surrogate-in-q"),
     pytest.param(b'{"q": ["Hello.", "\\udfff"], "source": "en", "target": "de"}', id="lone-surrogate-in-a-list"),

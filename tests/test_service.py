@@ -16,8 +16,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from client import JSON, TIMEOUT, assert_error, body, metrics, translate
 from libretranslatepy import LibreTranslateAPI
-from prometheus_client.parser import text_string_to_metric_families
 
 from bench.loadgen import run_load
 from bench.serve import REPO, RunningService, free_port, running_service
@@ -27,7 +27,6 @@ from service.search import Hypothesis, SearchOptions
 from service.translator import BatchResult
 
 SHIPPED = REPO / "models" / "en-de"
-TIMEOUT = httpx.Timeout(60.0)
 
 # Sixteen different sentences; the tiny model's translations of them all differ.
 SENTENCES = [
@@ -53,31 +52,11 @@ SENTENCES = [
 # --- talking to a server --------------------------------------------------------------------------------
 
 
-def body(q: str | list[str], **fields: object) -> dict:
-    return {"q": q, "source": "en", "target": "de", **fields}
-
-
-def translate(url: str, q: str | list[str], **fields: object) -> str | list[str]:
-    response = httpx.post(url + "/translate", json=body(q, **fields), timeout=TIMEOUT)
-    assert response.status_code == 200, response.text
-    return response.json()["translatedText"]
-
-
 async def post_all(url: str, bodies: list[dict]) -> list[httpx.Response]:
     """POST every body to /translate at once, each on its own connection."""
     limits = httpx.Limits(max_connections=len(bodies))
     async with httpx.AsyncClient(base_url=url, timeout=TIMEOUT, limits=limits) as client:
         return await asyncio.gather(*(client.post("/translate", json=b) for b in bodies))
-
-
-def metrics(url: str) -> dict[tuple[str, frozenset], float]:
-    """Every sample of /metrics, parsed by Prometheus' own parser, by (name, labels)."""
-    text = httpx.get(url + "/metrics", timeout=TIMEOUT).text
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 def sample(samples: dict[tuple[str, frozenset], float], name: str, **labels: str) -> float:
@@ -89,14 +68,6 @@ def wait_for_queue_depth(url: str, depth: int, timeout: float = 10) -> None:
     while sum(v for (name, _), v in metrics(url).items() if name == "translator_queue_depth") != depth:
         assert time.monotonic() < deadline, f"the queue never held {depth} sentences"
         time.sleep(0.02)
-
-
-def assert_error(response: httpx.Response, status: int) -> None:
-    """LibreTranslate's error shape: the status and {"error": message}."""
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/json")
-    error = response.json()
-    assert list(error) == ["error"] and isinstance(error["error"], str) and error["error"]
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +126,6 @@ def test_concurrent_requests_are_batched_and_each_gets_its_own_translation(
 
 # --- bad input ------------------------------------------------------------------------------------------
 
-JSON = {"content-type": "application/json"}
 BAD_REQUESTS = [
     pytest.param({"content": b'{"q": "Hello.", "target": ', "headers": JSON}, id="malformed-json"),
     pytest.param({"content": b"\xff\xfe", "headers": JSON}, id="not-utf8"),
