@@ -266,9 +266,9 @@ def test_prometheus_scrapes_the_service(server: RunningService, prometheus: str)
 def test_libretranslate_client_translates_through_the_service(server: RunningService, solo: dict[str, str]):
     client = LibreTranslateAPI(server.url)
     assert client.translate(SENTENCES[6], "en", "de") == solo[SENTENCES[6]]
-    assert client.languages() == [
-        {"code": "en", "name": "English", "targets": ["de"]},
+    assert client.languages() == [  # every language served, by code, with the languages it translates into
         {"code": "de", "name": "German", "targets": []},
+        {"code": "en", "name": "English", "targets": ["de"]},
     ]
 
 
