@@ -1,0 +1,49 @@
+"""Every shipped model folder: complete, and scoring on Multi30k test_2016_flickr what its model card says.
+
+The model card's score table is the claim a user reads; this test translates the whole test set again (ONNX Runtime,
+fp32, CPU) and fails if the claim and the model part ways, in either direction.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from bench.testset import load_test_set, multi30k_dir
+from model.evaluate import score
+from service.search import SearchOptions
+from service.translator import Translator
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = sorted(config.parent for config in (REPO / "models").glob("*/config.json"))
+TOLERANCE = 0.1  # BLEU points: the card has two decimals, and thread counts may move a last bit
+
+
+def card_bleu(model_dir: Path, split: str, search: str) -> float:
+    """The cased BLEU the model card states for Multi30k `split` with `search` ("greedy", "beam 4")."""
+    card = (model_dir / "README.md").read_text()
+    row = re.search(rf"^\| multi30k \| {re.escape(split)} \| {search} \| ([\d.]+) \|", card, re.M)
+    assert row, f"{model_dir}/README.md has no score row for multi30k {split} {search}"
+    return float(row.group(1))
+
+
+def test_both_directions_are_shipped():
+    assert {path.name for path in SHIPPED} >= {"en-de", "de-en"}
+
+
+@pytest.mark.parametrize("model_dir", SHIPPED, ids=lambda path: path.name)
+def test_the_model_card_states_what_the_model_scores(model_dir: Path):
+    config = json.loads((model_dir / "config.json").read_text())
+    source, target = config["source_language"], config["target_language"]
+    try:
+        sources, references = load_test_set(src=source, tgt=target)
+    except FileNotFoundError as error:
+        pytest.fail(f"Multi30k test_2016_flickr not found ({error}); set MULTI30K_DIR (now {multi30k_dir()})")
+    translator = Translator(model_dir, provider="cpu")
+    hyps = [t[0].text for t in translator.translate(sources, SearchOptions(beam_size=4))]
+    measured = score(hyps, references)["bleu"]
+    stated = card_bleu(model_dir, "test_2016_flickr", "beam 4")
+    assert abs(measured - stated) <= TOLERANCE, f"{model_dir.name}: the card says {stated}, the model scores {measured}"
