@@ -38,7 +38,7 @@ from service.detect import LanguageDetector
 from service.engine import Engine
 from service.metrics import Metrics
 from service.middleware import CLIENT_GONE, BodyLimit, Observe
-from service.params import clean_text, invisible_characters, read_params, upload
+from service.params import invisible_characters, read_params, upload
 from service.pipeline import RETRY_AFTER, Pipeline
 from service.schemas import ApiError, DetectRequest, FileRequest, TranslateRequest
 from service.settings import Settings
@@ -219,11 +219,7 @@ def api_router(state: State) -> APIRouter:
         """The languages served, most likely first, with confidences in percent (LibreTranslate's /detect)."""
         p = pipeline()
         req = validated(DetectRequest, await params(request))
-        if not (text := clean_text(req.q)).strip():
-            raise ApiError(400, "Invalid request: q must hold visible text")
-        if len(text) > state.settings.max_chars:
-            raise ApiError(400, f"Invalid request: {len(text)} characters, the limit is {state.settings.max_chars}")
-        return [{"confidence": round(confidence, 1), "language": code} for code, confidence in p.detect(text)]
+        return [{"confidence": round(confidence, 1), "language": code} for code, confidence in p.detect(req.q)]
 
     @api.post("/translate_file")
     async def translate_file(request: Request) -> dict:

@@ -90,10 +90,6 @@ class Engine:
     def pair(self, source: str, target: str) -> Pair | None:
         return self.pairs.get((source, target))
 
-    @property
-    def sources(self) -> list[str]:
-        return sorted({source for source, _ in self.pairs})
-
     def sources_into(self, target: str) -> list[str]:
         """The languages this server translates into `target`."""
         return sorted(source for source, t in self.pairs if t == target)

@@ -65,13 +65,17 @@ class Pipeline:
             max_length=req.max_length or SearchOptions.max_length,
         )
 
+    def check_texts(self, texts: list[str]) -> None:
+        """q's cleaned texts: each with visible text, max_chars in all."""
+        if not texts or any(not text.strip() for text in texts):
+            raise ApiError(400, "Invalid request: q must hold visible text")
+        if (chars := sum(len(text) for text in texts)) > (limit := self.settings.max_chars):
+            raise ApiError(400, f"Invalid request: {chars} characters, the limit is {limit}")
+
     def check(self, req: TranslateRequest, texts: list[str]) -> None:
         """Every rule about the request as a whole, before any text is looked at closely."""
         s = self.settings
-        if not texts or any(not text.strip() for text in texts):
-            raise ApiError(400, "Invalid request: q must hold visible text")
-        if (chars := sum(len(text) for text in texts)) > s.max_chars:
-            raise ApiError(400, f"Invalid request: {chars} characters, the limit is {s.max_chars}")
+        self.check_texts(texts)
         if req.alternatives > s.max_alternatives:
             raise ApiError(400, f"Invalid request: at most {s.max_alternatives} alternatives")
         if max(req.beam_size or s.beam_size, req.alternatives + 1) > s.max_beam_size:
@@ -82,8 +86,10 @@ class Pipeline:
         if req.source != "auto" and not self.engine.pair(req.source, req.target):
             raise ApiError(400, f"{req.source}->{req.target} is not supported; this server translates {served}")
 
-    def detect(self, text: str) -> list[tuple[str, float]]:
-        """The served languages, most likely first, with confidences in percent."""
+    def detect(self, q: str) -> list[tuple[str, float]]:
+        """/detect: the served languages, most likely first, with confidences in percent."""
+        text = clean_text(q)
+        self.check_texts([text])
         return self.detector.detect(text)
 
     def route(self, text: str, req: TranslateRequest) -> tuple[Pair | None, tuple[str, float] | None]:
@@ -92,7 +98,7 @@ class Pipeline:
         into the target is taken."""
         if req.source != "auto":
             return self.engine.pair(req.source, req.target), None
-        ranked = self.detect(text)
+        ranked = self.detector.detect(text)
         if ranked[0][0] == req.target:
             return None, ranked[0]
         sources = self.engine.sources_into(req.target)
