@@ -4,6 +4,9 @@ casing:  a share of the pairs again in UPPER, lower or Title case on both sides,
          translated as well as "A man is riding".
 numbers: pairs whose source and target hold the same digit runs, again with other random numbers in their
          place, so that the model learns to copy digits (years, times, prices) rather than to guess them.
+number words: pairs where both sides spell the same small number ("two men" / "zwei Männer"), again with one
+         random number in digits on both sides: most everyday corpora spell numbers, so this gives thousands of
+         digit pairs where the corpus has hundreds.
 """
 
 from __future__ import annotations
@@ -13,6 +16,12 @@ import re
 
 DIGITS = re.compile(r"\d+")
 CASINGS = (str.upper, str.lower, str.title)
+# The small numbers as words, per language: index i spells i + 2.
+NUMBER_WORDS = {
+    "en": ("two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"),
+    "de": ("zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun", "zehn", "elf", "zwölf"),
+    "fr": ("deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf", "dix", "onze", "douze"),
+}
 
 
 def casing_variants(pairs: list[tuple[str, str]], share: float, seed: int) -> list[tuple[str, str]]:
@@ -49,4 +58,30 @@ def number_variants(pairs: list[tuple[str, str]], copies: int, seed: int) -> lis
         for _ in range(copies):
             new = {run: random_number(rng, run) for run in runs}
             variants.append((renumber(src, new), renumber(tgt, new)))
+    return variants
+
+
+def spelled_numbers(text: str, words: tuple[str, ...]) -> list[tuple[int, re.Match]]:
+    """The (value, match) of every number word of `words` in `text`, case-insensitive, whole words only."""
+    pattern = re.compile(r"\b(" + "|".join(words) + r")\b", re.IGNORECASE)
+    return [(words.index(m.group().lower()), m) for m in pattern.finditer(text)]
+
+
+def number_word_variants(
+    pairs: list[tuple[str, str]], src_lang: str, tgt_lang: str, copies: int, seed: int
+) -> list[tuple[str, str]]:
+    """`copies` variants of each pair whose sides spell exactly one number, the same one, with digits instead."""
+    if src_lang not in NUMBER_WORDS or tgt_lang not in NUMBER_WORDS:
+        return []
+    rng = random.Random(seed)
+    variants = []
+    for src, tgt in pairs:
+        src_numbers = spelled_numbers(src, NUMBER_WORDS[src_lang])
+        tgt_numbers = spelled_numbers(tgt, NUMBER_WORDS[tgt_lang])
+        if len(src_numbers) != 1 or len(tgt_numbers) != 1 or src_numbers[0][0] != tgt_numbers[0][0]:
+            continue
+        (_, s), (_, t) = src_numbers[0], tgt_numbers[0]
+        for _ in range(copies):
+            number = random_number(rng, str(rng.randrange(2, 100)))
+            variants.append((src[: s.start()] + number + src[s.end() :], tgt[: t.start()] + number + tgt[t.end() :]))
     return variants

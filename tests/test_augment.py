@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from model.augment import CASINGS, casing_variants, number_variants
+from model.augment import CASINGS, casing_variants, number_variants, number_word_variants
 
 DIGITS = re.compile(r"\d+")
 
@@ -101,3 +101,31 @@ def test_pairs_without_digits_are_left_alone():
 def test_number_variants_are_the_same_for_a_seed():
     assert number_variants([TIME, REORDERED], 3, seed=4) == number_variants([TIME, REORDERED], 3, seed=4)
     assert number_variants([TIME, REORDERED], 3, seed=4) != number_variants([TIME, REORDERED], 3, seed=5)
+
+
+# --- number words -----------------------------------------------------------------------------------------
+
+
+SPELLED = ("Two dogs play in the snow.", "Zwei Hunde spielen im Schnee.")
+
+
+def test_a_spelled_number_becomes_the_same_digits_on_both_sides():
+    variants = number_word_variants([SPELLED], "en", "de", copies=20, seed=1)
+    assert len(variants) == 20
+    for src, tgt in variants:
+        (number,) = digit_runs(src)
+        assert digit_runs(tgt) == [number]
+        assert (src.replace(number, "#"), tgt.replace(number, "#")) == ("# dogs play in the snow.",
+                                                                          "# Hunde spielen im Schnee.")
+    assert len({digit_runs(src)[0] for src, _ in variants}) > 5  # not one number again and again
+
+
+def test_only_pairs_that_spell_one_and_the_same_number_are_used():
+    pairs = [
+        ("Two dogs and three cats.", "Zwei Hunde und drei Katzen."),  # two numbers
+        ("Two dogs play.", "Drei Hunde spielen."),  # not the same number
+        ("A dog plays.", "Ein Hund spielt."),  # none
+        ("The network is down.", "Das Netzwerk ist ausgefallen."),  # "two" inside a word is no number
+    ]
+    assert number_word_variants(pairs, "en", "de", copies=3, seed=1) == []
+    assert number_word_variants([SPELLED], "en", "xx", copies=3, seed=1) == []  # a language without a table
