@@ -15,6 +15,7 @@ ARG PYTHON_IMAGE=python:3.11-slim
 # What `pip install .` reads, and nothing else: both builds take their sources from here.
 FROM scratch AS source
 COPY pyproject.toml README.md /src/
+COPY core /src/core
 COPY service /src/service
 
 # One base per flavour, each with a Python. The CUDA image has none: it gets Ubuntu 24.04's (3.12),

@@ -27,7 +27,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from bench.testset import REPO
+from bench.harness import REPO
 
 VENV = REPO / "bench" / ".envs" / "libretranslate"
 HOME = REPO / "bench" / ".envs" / "libretranslate-home"  # XDG dirs and Argos packages of the benchmark's server

@@ -17,11 +17,12 @@ from pathlib import Path
 
 from bench.ct2_convert import convert
 from bench.ct2_engine import CT2Translator
-from bench.testset import DEFAULT_SPLIT, REPO, load_test_set
+from bench.harness import MODEL_DIR, multi30k_sentences
+from core.search import SearchOptions
 from model.checkpoint import load_model
+from model.data import TEST_SPLIT
 from model.decode import translate_ids
 from model.transformer import Transformer
-from service.search import SearchOptions
 
 GREEDY = SearchOptions(beam_size=1)
 
@@ -69,14 +70,14 @@ def check(checkpoint: Path, spm_model: Path, ct2_dir: Path, texts: list[str], co
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--checkpoint", type=Path, default=REPO / "models/en-de/model.pt")
-    parser.add_argument("--spm", type=Path, default=REPO / "models/en-de/spm.model")
+    parser.add_argument("--checkpoint", type=Path, default=MODEL_DIR / "model.pt")
+    parser.add_argument("--spm", type=Path, default=MODEL_DIR / "spm.model")
     parser.add_argument("--ct2-dir", type=Path, help="an existing conversion (default: convert now)")
-    parser.add_argument("--split", default=DEFAULT_SPLIT)
+    parser.add_argument("--split", default=TEST_SPLIT)
     parser.add_argument("--compute-type", default="float32")
     parser.add_argument("--min-agreement", type=float, default=0.99)
     args = parser.parse_args(argv)
-    texts, _ = load_test_set(args.split)
+    texts = multi30k_sentences(split=args.split)
     with tempfile.TemporaryDirectory() as tmp:
         ct2_dir = args.ct2_dir or convert(args.checkpoint, args.spm, Path(tmp) / "ct2")
         result = check(args.checkpoint, args.spm, ct2_dir, texts, args.compute_type)

@@ -29,8 +29,8 @@ from ctranslate2.specs import common_spec, transformer_spec
 from torch import nn
 
 from bench.ct2_engine import SPM_FILE
+from core.folder import ModelConfig
 from model.checkpoint import load_model
-from model.config import ModelConfig
 from model.transformer import MultiHeadAttention, Residual, Transformer
 
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which our model uses

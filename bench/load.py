@@ -14,23 +14,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import tempfile
 from pathlib import Path
 
+from bench.harness import (
+    LOAD_SECONDS,
+    MODEL_DIR,
+    RESULTS,
+    environment,
+    multi30k_sentences,
+    parse_settings,
+    write_results,
+)
 from bench.loadgen import run_load
-from bench.serve import running_service
-from bench.testset import DEFAULT_SPLIT, multi30k_dir
-from model.data import data_file, read_lines
-from service.settings import SHIPPED_MODELS
+from service.launch import running_service
 
-RESULTS = Path(__file__).resolve().parent / "results" / "load.json"
 MODES = {"batching": {}, "batch size 1": {"max_batch_sentences": 1}}
-
-
-def load_sentences(directory: Path, split: str = DEFAULT_SPLIT) -> list[str]:
-    return [line for line in read_lines(data_file(directory, split, "en")) if line.strip()]
+PACKAGES = ["onnxruntime", "onnxruntime-gpu", "fastapi", "uvicorn", "sentencepiece", "numpy"]
 
 
 def load_running(url: str, sentences: list[str], concurrency: int, seconds: float, warmup: float) -> dict:
@@ -53,7 +53,7 @@ def compare(model_dir: Path, sentences: list[str], args: argparse.Namespace, set
     batched, single = runs["batching"]["sentences_per_s"], runs["batch size 1"]["sentences_per_s"]
     return {
         "model": {"dir": str(model_dir), "name": config["name"], "parameters": config.get("parameters")},
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "processor": platform.processor()},
+        "machine": environment(PACKAGES),
         "sentences_in_pool": len(sentences),
         "runs": runs,
         "throughput_ratio": round(batched / single, 2) if single else None,
@@ -75,39 +75,27 @@ def markdown(results: dict) -> str:
     return "\n".join(rows)
 
 
-def parse_settings(pairs: list[str]) -> dict[str, str]:
-    """`name=value` pairs (service settings, e.g. precision=int8) as a dict."""
-    settings = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"--setting wants name=value, got {pair!r}")
-        settings[name.strip().lower()] = value.strip()
-    return settings
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--url", help="base URL of a running server")
     target.add_argument("--compare", action="store_true", help="start the service with and without batching")
     p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--seconds", type=float, default=LOAD_SECONDS)
     p.add_argument("--warmup", type=float, default=2, help="seconds of load run first and not counted")
     p.add_argument("--data", type=Path, help="Multi30k folder (default: $MULTI30K_DIR or shared/data/multi30k)")
-    p.add_argument("--model-dir", type=Path, default=SHIPPED_MODELS / "en-de", help="with --compare: the model folder")
+    p.add_argument("--model-dir", type=Path, default=MODEL_DIR, help="with --compare: the model folder")
     p.add_argument("--setting", action="append", default=[], help="with --compare: a service setting, name=value")
-    p.add_argument("--out", type=Path, default=RESULTS, help="with --compare: where to write the results")
+    p.add_argument("--out", type=Path, default=RESULTS / "load.json", help="with --compare: where to write the results")
     args = p.parse_args(argv)
-    sentences = load_sentences(args.data or multi30k_dir())
+    sentences = multi30k_sentences(args.data)
     if args.url:
         print(json.dumps(load_running(args.url, sentences, args.concurrency, args.seconds, args.warmup), indent=2))
         return
     results = compare(args.model_dir, sentences, args, parse_settings(args.setting))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    (path,) = write_results(args.out.parent, args.out.stem, results)
     print(markdown(results))
-    print(f"\nwritten to {args.out}")
+    print(f"\nwritten to {path}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """A closed-loop load generator for LibreTranslate-compatible servers (POST /translate, JSON {q, source, target}).
 
+    python -m bench.loadgen URL [--concurrency 8] [--seconds 20] [--source en] [--target de] < sentences.txt
+
     from bench.loadgen import run_load
     run_load("http://127.0.0.1:8000", sentences, concurrency=8, seconds=20)
 
@@ -8,15 +10,20 @@ at a time, one sentence per request (the sentences in turn), for a bounded time 
 The clients are wrk's (Debian package `wrk`, driven by loadgen.lua): written in C, it takes a few percent of a core
 where a Python client took a fifth of this machine's two cores away from the server it measured.
 Requests still in flight at the deadline are not counted; latency percentiles are wrk's, over every response.
+The command reads the sentences from its standard input, one a line, and prints run_load's report as JSON.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
+
+from bench.harness import LOAD_SECONDS
 
 SCRIPT = Path(__file__).with_suffix(".lua")
 
@@ -71,3 +78,23 @@ def run_load(
         command = wrk_command(url, bodies, concurrency, seconds, timeout)
         done = subprocess.run(command, capture_output=True, text=True, check=True)
     return parse_report(done.stdout, concurrency)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("url", help="the server's base URL (or its /translate endpoint)")
+    p.add_argument("--concurrency", type=int, default=8, help="clients, each sending one request at a time")
+    p.add_argument("--seconds", type=float, default=LOAD_SECONDS)
+    p.add_argument("--source", default="en")
+    p.add_argument("--target", default="de")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds a response may take")
+    args = p.parse_args(argv)
+    sentences = [line for line in sys.stdin.read().splitlines() if line.strip()]
+    if not sentences:
+        raise SystemExit("no sentences on standard input (one a line)")
+    report = run_load(args.url, sentences, args.concurrency, args.seconds, args.source, args.target, args.timeout)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -17,22 +17,15 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
-from bench.report import environment, rss_mib
-from bench.serve import running_service
-from service.settings import SHIPPED_MODELS
+from bench.harness import MODEL_DIR, SENTENCES, environment, rss_mib, timed
+from service.launch import RunningService, running_service
 
-SENTENCES = [
-    "A man is riding a bicycle.", "Two dogs are running on the green grass.", "The cat sleeps on the sofa.",
-    "A girl in a red dress is dancing.", "People are fixing the roof of a house.", "She drinks hot tea in the kitchen.",
-    "Five people stand in the snow.", "A woman with a large purse is walking by a gate.",
-    "The children play outside with a ball.", "Where is the station?", "My brother is very tall.",
-    "A boy jumps into the lake.", "An old man reads a newspaper on a bench.", "We are reading a book together.",
-    "A dog catches a red frisbee.", "Workers build a wall of bricks.",
-]
 SIXTY_FOUR = " ".join(SENTENCES * 4)
 NEXT = {"q": "The cat sleeps on the sofa.", "source": "en", "target": "de"}
 
@@ -46,6 +39,14 @@ def post_raw(port: int, payload: dict) -> socket.socket:
     return sock
 
 
+@contextmanager
+def one_thread_service(model_dir: Path) -> Iterator[RunningService]:
+    """The service with one inference thread, its log in a temporary folder."""
+    with tempfile.TemporaryDirectory() as logs:
+        with running_service(model_dir, Path(logs) / "service.log", threads=1, log_level="warning") as service:
+            yield service
+
+
 def next_request_seconds(url: str, hang_up: bool) -> float:
     """Seconds the next request takes after 16 heavy ones were sent (and abandoned, or waited for)."""
     port = int(url.rsplit(":", 1)[1])
@@ -53,9 +54,7 @@ def next_request_seconds(url: str, hang_up: bool) -> float:
     if hang_up:
         for sock in sockets:
             sock.close()
-    started = time.perf_counter()
-    response = httpx.post(url + "/translate", json=NEXT, timeout=300)
-    elapsed = time.perf_counter() - started
+    response, elapsed = timed(httpx.post, url + "/translate", json=NEXT, timeout=300)
     assert response.status_code == 200, response.text
     for sock in sockets:  # the ones kept: read their answers (or see them gone)
         try:
@@ -76,9 +75,7 @@ def wait_for_empty_queue(url: str) -> None:
 
 
 def abandoned(model_dir: Path, repeat: int) -> dict:
-    with tempfile.TemporaryDirectory() as logs, running_service(
-        model_dir, Path(logs) / "service.log", threads=1, log_level="warning"
-    ) as service:
+    with one_thread_service(model_dir) as service:
         hung_up = []
         for _ in range(repeat):
             hung_up.append(next_request_seconds(service.url, hang_up=True))
@@ -95,9 +92,7 @@ def watch_rss(pid: int, stop: threading.Event, samples: list[float]) -> None:
 
 def memory(model_dir: Path, repeat: int) -> dict:
     runs = []
-    with tempfile.TemporaryDirectory() as logs, running_service(
-        model_dir, Path(logs) / "service.log", threads=1, log_level="warning"
-    ) as service:
+    with one_thread_service(model_dir) as service:
         pid = service.process.pid
         for _ in range(repeat):
             time.sleep(2)
@@ -105,8 +100,7 @@ def memory(model_dir: Path, repeat: int) -> dict:
             watcher = threading.Thread(target=watch_rss, args=(pid, stop, peak))
             watcher.start()
             heavy = {"q": SIXTY_FOUR, "source": "en", "target": "de", "beam_size": 8, "alternatives": 3}
-            started = time.perf_counter()
-            response = httpx.post(service.url + "/translate", json=heavy, timeout=300)
+            response, request_s = timed(httpx.post, service.url + "/translate", json=heavy, timeout=300)
             answered = time.perf_counter()
             stop.set()
             watcher.join()
@@ -117,7 +111,7 @@ def memory(model_dir: Path, repeat: int) -> dict:
             time.sleep(1)
             runs.append({
                 "idle_mib": round(idle, 1), "peak_mib": round(max(peak, default=idle), 1),
-                "request_s": round(answered - started, 2), "back_to_1.5x_idle_s": round(back - answered, 2),
+                "request_s": round(request_s, 2), "back_to_1.5x_idle_s": round(back - answered, 2),
                 "rss_1s_later_mib": round(rss_mib(pid), 1),
             })
     return {"heavy_request": runs}
@@ -125,7 +119,7 @@ def memory(model_dir: Path, repeat: int) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model-dir", type=Path, default=SHIPPED_MODELS / "en-de")
+    p.add_argument("--model-dir", type=Path, default=MODEL_DIR)
     p.add_argument("--repeat", type=int, default=3)
     args = p.parse_args(argv)
     results = {

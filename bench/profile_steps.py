@@ -1,6 +1,6 @@
 """Where our translator's time goes per decoding step: inside ONNX Runtime, or in Python around it.
 
-    python -m bench.profile_steps [--model-dir models/en-de] [--precision fp32] [--threads 2]
+    python -m bench.profile_steps [--model-dir models/en-de] [--precision fp32] [--threads N]
                                   [--batch-sizes 1 16 64] [--beams 1 4] [--sentences 200]
 
 Wraps, in this process only, the runs of the translator's encoder, decoder and select (the cache reordering)
@@ -14,15 +14,32 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.engines import ensure_ct2_model, translate_in_batches
-from bench.report import RESULTS, environment, markdown_table, write_results
-from bench.testset import DEFAULT_SPLIT, REPO, load_test_set
-from service.search import SearchOptions
+from bench.harness import (
+    COMPUTE_TYPES,
+    RESULTS,
+    SHORT_RUN_SENTENCES,
+    Translate,
+    add_engine_arguments,
+    add_grid_arguments,
+    ensure_ct2_model,
+    environment,
+    load_engine,
+    markdown_table,
+    multi30k_sentences,
+    ort_engine,
+    settings_of,
+    timed,
+    timed_run,
+    translate_all,
+    warm_up,
+    write_results,
+)
+from core.search import SearchOptions
+from model.data import TEST_SPLIT
 from service.translator import Translator
 
 PARTS = ["encoder", "decoder", "select", "tokenizer"]
@@ -36,15 +53,13 @@ class Stopwatch:
         self.calls: dict[str, int] = defaultdict(int)
 
     def wrap(self, name: str, fn: Callable) -> Callable:
-        def timed(*args, **kwargs):
-            started = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.seconds[name] += time.perf_counter() - started
-                self.calls[name] += 1
+        def wrapped(*args, **kwargs):
+            result, seconds = timed(fn, *args, **kwargs)
+            self.seconds[name] += seconds
+            self.calls[name] += 1
+            return result
 
-        return timed
+        return wrapped
 
     def reset(self) -> None:
         self.seconds.clear()
@@ -59,14 +74,12 @@ def instrument(t: Translator, watch: Stopwatch) -> None:
     t.tokenizer.decode = watch.wrap("tokenizer", t.tokenizer.decode)
 
 
-def profile_run(translate: Callable, watch: Stopwatch, texts: list[str], batch_size: int, beam: int) -> dict:
+def profile_run(translate: Translate, watch: Stopwatch, texts: list[str], batch_size: int, beam: int) -> dict:
     """One timed pass; milliseconds per decoder step, by part."""
     opts = SearchOptions(beam_size=beam)
-    translate(texts[:batch_size], opts)  # warm-up at this shape
+    warm_up(translate, texts, opts, batch_size)
     watch.reset()
-    started = time.perf_counter()
-    translate_in_batches(translate, texts, batch_size, opts)
-    total = time.perf_counter() - started
+    _, total = timed(translate_all, translate, texts, opts, batch_size, in_order=True)
     steps = max(watch.calls["decoder"], 1)
     parts = {name: watch.seconds[name] for name in PARTS}
     parts["search and glue"] = total - sum(parts.values())
@@ -78,17 +91,6 @@ def profile_run(translate: Callable, watch: Stopwatch, texts: list[str], batch_s
         "ms_per_step": {name: 1000 * s / steps for name, s in parts.items()},
         "share": {name: s / total for name, s in parts.items()},
     }
-
-
-def ct2_seconds(ct2_dir: Path, threads: int, compute_type: str, texts: list[str], batch_size: int, beam: int) -> float:
-    from bench.ct2_engine import CT2Translator
-
-    translate = CT2Translator(ct2_dir, compute_type=compute_type, threads=threads).translate
-    opts = SearchOptions(beam_size=beam)
-    translate(texts[:batch_size], opts)
-    started = time.perf_counter()
-    translate_in_batches(translate, texts, batch_size, opts)
-    return time.perf_counter() - started
 
 
 def markdown(result: dict) -> str:
@@ -112,35 +114,28 @@ def markdown(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model-dir", type=Path, default=REPO / "models/en-de")
-    p.add_argument("--ct2-dir", type=Path, help="CTranslate2 conversion (default: bench/results/tmp/ct2-NAME)")
+    add_engine_arguments(p, ct2=True)
     p.add_argument("--precision", default="fp32", choices=["fp32", "int8"])
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 16, 64])
-    p.add_argument("--beams", type=int, nargs="+", default=[1, 4])
-    p.add_argument("--sentences", type=int, default=200)
-    p.add_argument("--split", default=DEFAULT_SPLIT)
+    add_grid_arguments(p)
+    p.add_argument("--sentences", type=int, default=SHORT_RUN_SENTENCES)
+    p.add_argument("--split", default=TEST_SPLIT)
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
-    args.ct2_dir = args.ct2_dir or RESULTS / "tmp" / f"ct2-{args.model_dir.resolve().name}"
-    ensure_ct2_model(args.model_dir, args.ct2_dir)
-    texts = load_test_set(args.split)[0][: args.sentences]
+    args.ct2_dir = ensure_ct2_model(args.model_dir, args.ct2_dir)
+    texts = multi30k_sentences(split=args.split)[: args.sentences]
     t = Translator(args.model_dir, precision=args.precision, provider="cpu", threads=args.threads)
     watch = Stopwatch()
     instrument(t, watch)
-
-    def translate(batch: list[str], opts: SearchOptions) -> list[str]:
-        return [h[0].text for h in t.translate(batch, opts, batch_size=len(batch))]
-
+    translate = ort_engine(t)
+    ct2 = load_engine(f"ct2-{COMPUTE_TYPES[args.precision]}", args.model_dir, args.threads, args.ct2_dir)
     runs = []
-    compute_type = {"fp32": "float32", "int8": "int8"}[args.precision]
     for beam in args.beams:
         for batch_size in args.batch_sizes:
             run = profile_run(translate, watch, texts, batch_size, beam)
-            run["ct2_seconds"] = ct2_seconds(args.ct2_dir, args.threads, compute_type, texts, batch_size, beam)
+            _, run["ct2_seconds"] = timed_run(ct2, texts, SearchOptions(beam_size=beam), batch_size, in_order=True)
             runs.append(run)
             print(f"batch {batch_size} beam {beam}: {run['ms_per_step']}", file=sys.stderr)
-    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "out"}
+    settings = settings_of(args, "out")
     result = {"environment": environment(["onnxruntime", "ctranslate2", "numpy"]), "settings": settings, "runs": runs}
     for path in write_results(args.out, "profile", result, markdown(result)):
         print(path)

@@ -1,9 +1,9 @@
 """Our service against the real LibreTranslate server on the same model, under the same closed-loop load.
 
     python -m bench.servers [--model-dir models/en-de] [--concurrency 1 8 32 64] [--seconds 20] [--rounds 2]
-                            [--threads 2] [--precision fp32|int8] [--beam 1]
+                            [--threads N] [--precision fp32|int8] [--beam 1]
 
-Ours: `python -m service` (bench.serve.running_service) with TRANSLATOR_THREADS, _PRECISION and
+Ours: `python -m service` (service.launch.running_service) with TRANSLATOR_THREADS, _PRECISION and
 _BEAM_SIZE. LibreTranslate 1.9.6 from its own venv (bench.argos), serving our model converted by
 bench.ct2_convert and installed as Argos Translate packages, with CTranslate2 at the same precision
 (ARGOS_COMPUTE_TYPE float32/int8), intra-op threads and beam size; its other settings are its defaults
@@ -17,49 +17,38 @@ Reported: medians over rounds, written to bench/results/servers.json, servers.md
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import groupby
 from pathlib import Path
 
-import httpx
-
 from bench import argos
-from bench.engines import ensure_ct2_model
-from bench.loadgen import run_load
-from bench.report import (
+from bench.harness import (
+    COMPUTE_TYPES,
+    LOAD_SECONDS,
     RESULTS,
+    add_engine_arguments,
+    command_line,
+    ensure_ct2_model,
     environment,
-    log_x_ticks,
+    figure,
+    log_x_panel,
     markdown_table,
     median,
+    multi30k_sentences,
     peak_rss_mib,
+    rotation,
     rss_mib,
+    settings_of,
     write_results,
 )
-from bench.serve import RunningService, ServiceFailed, free_port, running_service
-from bench.testset import DEFAULT_SPLIT, REPO, load_test_set
+from bench.loadgen import run_load
+from model.data import TEST_SPLIT
+from service.launch import RunningService, free_port, running_server, running_service
 
 SERVERS = ["ours", "libretranslate"]
-COMPUTE_TYPES = {"fp32": "float32", "int8": "int8"}  # our precision -> CTranslate2's compute type
 PACKAGES = ["onnxruntime", "onnxruntime-gpu", "fastapi", "uvicorn", "httpx", "sentencepiece", "numpy"]
-
-
-def wait_until_serving(service: RunningService, path: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if service.process.poll() is not None:
-            raise ServiceFailed(f"the server exited with {service.process.returncode}:\n{service.log_tail()}")
-        try:
-            if httpx.get(service.url + path, timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise ServiceFailed(f"the server did not answer {path} within {timeout:.0f} s:\n{service.log_tail()}")
 
 
 @contextmanager
@@ -70,19 +59,13 @@ def running_libretranslate(
     port = free_port()
     command = [str(argos.VENV / "bin" / "libretranslate"), "--host", "127.0.0.1", "--port", str(port)]
     command += ["--load-only", languages, "--disable-web-ui", "--disable-files-translation"]
-    with open(log, "wb") as out:
-        env = argos.environment(threads, compute_type, beam_size)
-        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
-    service = RunningService(f"http://127.0.0.1:{port}", process, log)
-    try:
-        wait_until_serving(service, "/languages", timeout)
-        yield service
-    finally:
-        service.stop()
+    env = argos.environment(threads, compute_type, beam_size)
+    with running_server(command, port, log, env, ready_path="/languages", ready_timeout=timeout) as server:
+        yield server
 
 
 @contextmanager
-def running_server(name: str, args: argparse.Namespace, log: Path) -> Iterator[RunningService]:
+def running(name: str, args: argparse.Namespace, log: Path) -> Iterator[RunningService]:
     if name == "ours":
         settings = {"threads": args.threads, "precision": args.precision, "beam_size": args.beam}
         with running_service(args.model_dir, log, **settings) as service:
@@ -100,7 +83,7 @@ def load_server(name: str, args: argparse.Namespace, sentences: list[str], round
     records = []
     log = args.out / "tmp" / f"servers-{name}-{round_}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    with running_server(name, args, log) as service:
+    with running(name, args, log) as service:
         pid, url = service.process.pid, service.url
         run_load(url, sentences, concurrency=4, seconds=args.warmup, source=args.source, target=args.target)
         for concurrency in args.concurrency:
@@ -157,68 +140,53 @@ def markdown(result: dict) -> str:
 
 def plot(summary: list[dict], path: Path) -> None:
     """Throughput and latency percentiles against concurrency, one line per server."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (speed, latency) = plt.subplots(1, 2, figsize=(11, 4))
-    for server in dict.fromkeys(r["server"] for r in summary):
-        rows = sorted((r for r in summary if r["server"] == server), key=lambda r: r["concurrency"])
-        clients = [r["concurrency"] for r in rows]
-        line = speed.plot(clients, [r["sentences_per_s"] for r in rows], marker="o", label=server)[0]
-        for percentile, style in (("p50", "-"), ("p99", "--")):
-            values = [r["latency_ms"][percentile] for r in rows]
-            latency.plot(clients, values, style, marker="o", color=line.get_color(), label=f"{server} {percentile}")
-    speed.set(xlabel="concurrent clients", ylabel="sentences/s", title="throughput")
-    latency.set(yscale="log", xlabel="concurrent clients", ylabel="ms", title="latency")
-    for ax in (speed, latency):
-        log_x_ticks(ax, sorted({r["concurrency"] for r in summary}))
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path, 2) as (speed, latency):
+        for server in dict.fromkeys(r["server"] for r in summary):
+            rows = sorted((r for r in summary if r["server"] == server), key=lambda r: r["concurrency"])
+            clients = [r["concurrency"] for r in rows]
+            line = speed.plot(clients, [r["sentences_per_s"] for r in rows], marker="o", label=server)[0]
+            for percentile, style in (("p50", "-"), ("p99", "--")):
+                values = [r["latency_ms"][percentile] for r in rows]
+                latency.plot(clients, values, style, marker="o", color=line.get_color(), label=f"{server} {percentile}")
+        speed.set(xlabel="concurrent clients", ylabel="sentences/s", title="throughput")
+        latency.set(yscale="log", xlabel="concurrent clients", ylabel="ms", title="latency")
+        for ax in (speed, latency):
+            log_x_panel(ax, sorted({r["concurrency"] for r in summary}))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model-dir", type=Path, default=REPO / "models/en-de", help="exported model folder + model.pt")
-    p.add_argument("--ct2-dir", type=Path, help="CTranslate2 conversion (default: bench/results/tmp/ct2-NAME)")
+    add_engine_arguments(p, ct2=True)
     p.add_argument("--servers", nargs="+", default=SERVERS, choices=SERVERS)
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64])
-    p.add_argument("--seconds", type=float, default=20, help="load time per concurrency level")
+    p.add_argument("--seconds", type=float, default=LOAD_SECONDS, help="load time per concurrency level")
     p.add_argument("--warmup", type=float, default=3, help="seconds of load at concurrency 4 first, not counted")
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--threads", type=int, default=2, help="inference threads of each server")
     p.add_argument("--precision", choices=sorted(COMPUTE_TYPES), default="fp32")
     p.add_argument("--beam", type=int, default=1, help="beam size of both servers (1: greedy)")
     p.add_argument("--source", default="en")
     p.add_argument("--target", default="de")
-    p.add_argument("--split", default=DEFAULT_SPLIT)
+    p.add_argument("--split", default=TEST_SPLIT)
     p.add_argument("--out", type=Path, default=RESULTS, help="where servers.json, servers.md, servers.png go")
-    args = p.parse_args(argv)
-    args.ct2_dir = args.ct2_dir or RESULTS / "tmp" / f"ct2-{args.model_dir.resolve().name}"
-    return args
+    return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    sentences, _ = load_test_set(args.split, args.source, args.target)
+    sentences = multi30k_sentences(split=args.split, lang=args.source)
     if "libretranslate" in args.servers:
         argos.ensure_venv()
-        ensure_ct2_model(args.model_dir, args.ct2_dir)
+        args.ct2_dir = ensure_ct2_model(args.model_dir, args.ct2_dir)
         argos.install_packages(args.ct2_dir, args.source, args.target, args.out / "tmp" / "argos")
     runs = []
     for round_ in range(args.rounds):
-        order = args.servers if round_ % 2 == 0 else args.servers[::-1]
-        for name in order:
+        for name in rotation(args.servers, round_):
             runs.extend(load_server(name, args, sentences, round_))
-    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "out"}
+    settings = settings_of(args, "out")
     env = environment(PACKAGES)
     if "libretranslate" in args.servers:
         env["libretranslate_venv"] = argos.versions()
-    result = {"environment": env, "settings": settings, "command": " ".join(sys.argv),
+    result = {"environment": env, "settings": settings, "command": command_line("bench.servers", argv),
               "summary": summarize(runs), "runs": runs}  # fmt: skip
     paths = write_results(args.out, "servers", result, markdown(result))
     plot(result["summary"], args.out / "servers.png")

@@ -2,7 +2,7 @@
 
     python -m bench.soak --minutes 10 [--clients 8] [--model-dir models/en-de] [--setting threads=1 ...]
 
-Starts the service (bench.serve) with the shipped model and drives it from `--clients` concurrent clients on
+Starts the service (service.launch) with the shipped model and drives it from `--clients` concurrent clients on
 127.0.0.1 for the given time. Each client sends one request at a time, drawn at random by weight (KINDS): single
 sentences greedy and with beam 4, 64-sentence requests, beam 8 with 3 alternatives (the heaviest: 64 sentences),
 /detect, bad input that must get 400, and abandoned requests (64 sentences, beam 4, the socket closed right after
@@ -32,24 +32,20 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.load import load_sentences, parse_settings
-from bench.report import RESULTS, environment, markdown_table, rss_mib, write_results
-from bench.serve import running_service
-from bench.testset import multi30k_dir
-from service.settings import SHIPPED_MODELS
+from bench.harness import (
+    MODEL_DIR,
+    RESULTS,
+    SENTENCES,
+    environment,
+    markdown_table,
+    multi30k_sentences,
+    parse_settings,
+    rss_mib,
+    write_results,
+)
+from service.launch import running_service
 
 GROWTH_GOAL_PERCENT = 10.0
-# Used when the Multi30k test set is not there.
-FALLBACK_SENTENCES = [
-    "A man is riding a bicycle down the street.",
-    "Two dogs are running on the green grass.",
-    "A girl in a red dress is dancing on a stage.",
-    "People are fixing the roof of a house.",
-    "An old man reads a newspaper on a bench.",
-    "A woman with a large purse is walking by a gate.",
-    "Five people stand in the snow near a car.",
-    "A boy jumps into the lake from a wooden dock.",
-]
 BAD_BODIES: list[bytes] = [
     b'{"q": "Hello.", "target": ',  # malformed JSON
     b'{"q": "\\ud800", "source": "en", "target": "de"}',  # a lone surrogate
@@ -101,9 +97,9 @@ KINDS = [
 def sentence_pool(data: Path | None) -> list[str]:
     """Single sentences of Multi30k's test set short enough that 64 of them fit the service's 5,000 characters."""
     try:
-        lines = load_sentences(data or multi30k_dir())
-    except FileNotFoundError:
-        lines = FALLBACK_SENTENCES * 8
+        lines = multi30k_sentences(data)
+    except FileNotFoundError:  # Multi30k is not there
+        lines = SENTENCES * 4
     return [line.strip() for line in lines if len(line.strip()) <= 75 and line.strip()[:-1].count(".") == 0]
 
 
@@ -310,7 +306,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minutes", type=float, default=10)
     p.add_argument("--clients", type=int, default=8, help="concurrent clients, each one request at a time")
-    p.add_argument("--model-dir", type=Path, default=SHIPPED_MODELS / "en-de")
+    p.add_argument("--model-dir", type=Path, default=MODEL_DIR)
     p.add_argument("--setting", action="append", default=[], help="a service setting, name=value (threads=1)")
     p.add_argument("--sample-seconds", type=float, default=2, help="how often the service's RSS is sampled")
     p.add_argument("--seed", type=int, default=0)

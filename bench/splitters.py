@@ -18,14 +18,10 @@ import argparse
 import itertools
 import json
 import re
-import shlex
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.report import RESULTS, environment, markdown_table, median, write_results
-from bench.testset import REPO
+from bench.harness import REPO, RESULTS, command_line, environment, markdown_table, median, timed, write_results
 
 TESTSET = REPO / "tests" / "data" / "sentences.en-de.json"
 LANGUAGES = ["en", "de"]
@@ -108,12 +104,7 @@ def cuts(sentences: list[str]) -> set[int]:
 
 
 def seconds_per_text(split: Split, text: str, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        sentences(split, text)
-        times.append(time.perf_counter() - start)
-    return median(times)
+    return median([timed(sentences, split, text)[1] for _ in range(repeats)])
 
 
 def measure(name: str, language: str, cases: list[dict], repeats: int) -> dict:
@@ -174,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     testset = load_testset()
     results = [measure(name, lang, testset[lang], args.repeats) for name in args.splitters for lang in LANGUAGES]
     env = environment([SPLITTERS[name][0] for name in args.splitters if SPLITTERS[name][0]])
-    command = shlex.join(["python", "-m", "bench.splitters", *(argv if argv is not None else sys.argv[1:])])
+    command = command_line("bench.splitters", argv)
     data = {"command": command, "environment": env, "results": results}
     for path in write_results(args.out_dir, "splitters", data, markdown(results, env, testset, command)):
         print(f"wrote {path}")

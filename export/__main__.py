@@ -10,7 +10,6 @@ beside the checkpoint: spm.model, or a converted Marian model's source.spm, targ
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 from pathlib import Path
 
@@ -20,9 +19,10 @@ import onnxruntime
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
+from core.folder import FolderConfig
+from core.tokenizer import SPM_FILE, Layout, find_layout, layout_files
 from export.graphs import OPSET, export_decoder, export_encoder, write_select_graph
 from model.checkpoint import load_model
-from service.tokenizer import SPM_FILE, Layout, find_layout, layout_files
 
 VARIANTS = ("fp32", "int8", "fp16")
 
@@ -92,7 +92,7 @@ def copy_tokenizer(spm: Path | None, folder: Path, out: Path) -> Layout:
     return layout
 
 
-def export_model(checkpoint: Path, out: Path, spm: Path | None, variants: list[str]) -> dict:
+def export_model(checkpoint: Path, out: Path, spm: Path | None, variants: list[str]) -> FolderConfig:
     """Export the checkpoint into the model folder out, with the tokenizer spm (None: the one beside the checkpoint)."""
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = copy_tokenizer(spm, checkpoint.parent, out)
@@ -108,20 +108,16 @@ def export_model(checkpoint: Path, out: Path, spm: Path | None, variants: list[s
                 convert[precision](out / fp32[part], out / name)
     for name in fp32.values():  # after the conversions, which read plain fp32 weights
         store_exact_weights_in_fp16(out / name)
-    cfg = model.cfg
-    config = {
-        "name": f"{cfg.src_lang}-{cfg.tgt_lang}",
-        "source_language": cfg.src_lang,
-        "target_language": cfg.tgt_lang,
-        "model": cfg.to_dict(),
-        "graphs": {p: graph_names(p) for p in ["fp32", *[v for v in variants if v != "fp32"]]},
-        "select": "select.onnx",
-        "tokenizer": tokenizer,
-        "opset": OPSET,
-        "versions": {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
-        "parameters": model.num_parameters(),
-    }
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    config = FolderConfig(
+        model=model.cfg,
+        tokenizer=tokenizer,
+        graphs={p: graph_names(p) for p in ["fp32", *[v for v in variants if v != "fp32"]]},
+        select="select.onnx",
+        opset=OPSET,
+        versions={"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
+        parameters=model.num_parameters(),
+    )
+    config.save(out)
     return config
 
 

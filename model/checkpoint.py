@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from model.config import ModelConfig
+from core.folder import ModelConfig
 from model.transformer import Transformer
 
 

@@ -4,7 +4,7 @@
     python -m export MODEL_DIR/model.pt --out MODEL_DIR
 
 Writes MODEL_DIR/model.pt (our config and weights) and Marian's tokenizer files (source.spm, target.spm, vocab.json,
-service.tokenizer.MARIAN_FILES). Marian is our post-LN Transformer with one embedding shared by source, target and
+core.tokenizer.MARIAN_FILES). Marian is our post-LN Transformer with one embedding shared by source, target and
 output, scaled by sqrt(d_model), with biased attention and feed-forward layers and LayerNorm eps 1e-5; it differs in
 options of our config:
     activation        "swish" (SiLU) in OPUS-MT, ReLU in ours
@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 from transformers import MarianConfig, MarianMTModel
 
-from model.config import ModelConfig
+from core.folder import ModelConfig
+from core.tokenizer import MARIAN_FILES
 from model.transformer import Transformer
-from service.tokenizer import MARIAN_FILES
 
 MARIAN_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # transformers' name -> ours
 

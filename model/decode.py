@@ -1,15 +1,14 @@
-"""Translating with the PyTorch model: step decoders for service.search, with and without a cache."""
+"""Translating with the PyTorch model: step decoders for core.search, with and without a cache."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import torch
 
+from core.search import Hypothesis, SearchOptions, search
+from core.tokenizer import AnyTokenizer
+from core.translate import translate_texts
 from model.transformer import KVCache, Transformer, best_next_tokens
-from service.search import Hypothesis, SearchOptions, search
-from service.tokenizer import Tokenizer
 
 
 class CachedDecoder:
@@ -72,29 +71,20 @@ class UncachedDecoder(CachedDecoder):
 def translate_ids(
     model: Transformer, sources: list[list[int]], opts: SearchOptions, cached: bool = True
 ) -> list[list[Hypothesis]]:
-    """Translate one batch of source ids (each ending with </s>)."""
-    cfg = model.cfg
+    """Translate one batch of source ids (ModelConfig.source_ids)."""
     decoder = CachedDecoder if cached else UncachedDecoder
-    opts = dataclasses.replace(opts, max_length=min(opts.max_length, cfg.max_len))
-    return search(lambda s, m, r: decoder(model, s, m, r), sources, opts, cfg.pad_id, cfg.bos_id, cfg.eos_id)
+    return search(lambda s, m, r: decoder(model, s, m, r), sources, opts, model.cfg)
 
 
 def translate(
     model: Transformer,
-    tokenizer: Tokenizer,
+    tokenizer: AnyTokenizer,
     texts: list[str],
     opts: SearchOptions,
     batch_size: int = 64,
     cached: bool = True,
 ) -> list[str]:
-    """Translate texts in batches of similar length; returns the best translation of each."""
+    """The best translation of each text (core.translate's loop over the PyTorch model)."""
     model.eval()
-    sources = [ids[: model.cfg.max_len - 1] + [model.cfg.eos_id] for ids in tokenizer.encode(texts)]
-    order = sorted(range(len(texts)), key=lambda i: len(sources[i]))
-    results: list[str] = [""] * len(texts)
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        hyps = translate_ids(model, [sources[i] for i in chunk], opts, cached)
-        for i, text in zip(chunk, tokenizer.decode([h[0].tokens for h in hyps])):
-            results[i] = text
-    return results
+    translate_batch = lambda sources, o: translate_ids(model, sources, o, cached)  # noqa: E731
+    return [t[0].text for t in translate_texts(translate_batch, tokenizer, model.cfg, texts, opts, batch_size)]

@@ -11,14 +11,14 @@ import json
 import time
 from pathlib import Path
 
-import sacrebleu
 import torch
 
+from core.search import SearchOptions
+from core.tokenizer import Tokenizer
 from model.checkpoint import load_model
 from model.data import read_lines
 from model.decode import translate
-from service.search import SearchOptions
-from service.tokenizer import Tokenizer
+from quality.bleu import score
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -42,17 +42,6 @@ def find_spm(checkpoint: Path) -> Path:
         if (path := folder / "spm.model").exists():
             return path
     raise FileNotFoundError(f"no spm.model in {checkpoint.parent} or {checkpoint.parent.parent}: give --spm")
-
-
-def score(hyps: list[str], refs: list[str]) -> dict:
-    """Corpus-level cased BLEU, lowercased BLEU and chrF of hypotheses against one reference each."""
-    if len(hyps) != len(refs):
-        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
-    return {
-        "bleu": sacrebleu.corpus_bleu(hyps, [refs]).score,
-        "bleu_lowercase": sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score,
-        "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score,
-    }
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+from core.folder import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
 BYTE_FALLBACK_MIN_VOCAB = 1024  # byte fallback takes 256 pieces: only vocabularies this large afford it
 
 

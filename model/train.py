@@ -20,15 +20,16 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from model.augment import casing_variants, number_variants
+from core.folder import ModelConfig
+from core.search import SearchOptions
+from core.tokenizer import Tokenizer
+from model.augment import casing_variants, number_variants, number_word_variants
 from model.checkpoint import average_weights, step_checkpoints
-from model.config import PRESETS, ModelConfig, preset
+from model.config import PRESETS, preset
 from model.data import Example, read_pairs, token_batches
 from model.decode import translate
 from model.tokenizer import train_sentencepiece
 from model.transformer import Transformer
-from service.search import SearchOptions
-from service.tokenizer import Tokenizer
 
 
 @dataclass
@@ -58,6 +59,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--case-share", type=float, default=0.05, help="share of pairs added again in another casing")
     p.add_argument("--number-copies", type=int, default=3, help="copies of each pair with digits, new numbers")
+    p.add_argument(
+        "--number-word-copies", type=int, default=1, help="copies of each pair spelling one small number, in digits"
+    )
     p.add_argument("--max-tokens", type=int, default=6000, help="padded source+target tokens per batch")
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps in all (0: no limit)")
@@ -89,6 +93,7 @@ def training_pairs(corpus: Corpus, args: argparse.Namespace) -> list[tuple[str, 
         pairs
         + casing_variants(pairs, args.case_share, args.seed)
         + number_variants(pairs, args.number_copies, args.seed)
+        + number_word_variants(pairs, args.src, args.tgt, args.number_word_copies, args.seed)
     )
 
 
@@ -102,10 +107,11 @@ def load_tokenizer(args: argparse.Namespace) -> Tokenizer:
     return Tokenizer(path)
 
 
-def encode_pairs(tokenizer: Tokenizer, pairs: list[tuple[str, str]], max_len: int) -> list[Example]:
-    src = tokenizer.encode([s for s, _ in pairs])
+def encode_pairs(tokenizer: Tokenizer, pairs: list[tuple[str, str]], cfg: ModelConfig) -> list[Example]:
+    """Sources as the encoder reads them (ModelConfig.source_ids); targets cut so that </s> still fits."""
+    src = cfg.source_ids(tokenizer.encode([s for s, _ in pairs]))
     tgt = tokenizer.encode([t for _, t in pairs])
-    return [Example(s[: max_len - 1] + [tokenizer.eos_id], t[: max_len - 1]) for s, t in zip(src, tgt)]
+    return [Example(s, t[: cfg.max_len - 1]) for s, t in zip(src, tgt)]
 
 
 def collate(examples: list[Example], cfg: ModelConfig, device: str) -> tuple[torch.Tensor, ...]:
@@ -152,7 +158,7 @@ class Trainer:
         self.train_set = [
             example
             for c in args.data
-            for example in encode_pairs(tok, training_pairs(c, args), self.cfg.max_len)
+            for example in encode_pairs(tok, training_pairs(c, args), self.cfg)
             * c.weight
         ]
         self.val_sets = {c.name: read_pairs(c.directory, "val", args.src, args.tgt) for c in args.data}
@@ -244,7 +250,7 @@ class Trainer:
         self.model.eval()
         record: dict = {"step": self.step, "epoch": self.epoch}
         for name, pairs in self.val_sets.items():
-            examples = encode_pairs(self.tokenizer, pairs, self.cfg.max_len)
+            examples = encode_pairs(self.tokenizer, pairs, self.cfg)
             total, count = 0.0, 0
             for batch in token_batches(examples, self.args.max_tokens, seed=0):
                 tensors = collate([examples[i] for i in batch], self.cfg, self.args.device)

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.config import ModelConfig
+from core.folder import ModelConfig
 
 KVCache = list[tuple[Tensor, Tensor]]
 

@@ -1,12 +1,13 @@
 """The FastAPI app: LibreTranslate's API (/translate, /detect, /languages, /translate_file, /frontend/settings),
 health, readiness and metrics, the page at / and the docs (service.pages).
 
-    app = create_app(Settings())     # uvicorn runs it: python -m service
+    app = create_app(Settings())                         # the models in this process (service.engine)
+    app = create_app(settings, RemoteEngine(address, lifeline))  # an HTTP worker of `python -m service`
 
-The engine (service.engine) loads every model folder in a thread at start-up, so /health answers at once and
-/ready turns 200 when every model is warm. A request is read (service.params), then translated by the pipeline
-(service.pipeline); a client that hangs up abandons its work. On SIGTERM (State.drain), accepted work finishes up
-to drain_seconds and what is left is answered 503.
+The engine starts in the background, so /health answers at once and /ready turns 200 when every model is warm.
+A request is read (service.params), then translated by the pipeline (service.pipeline); a client that hangs up
+abandons its work. On SIGTERM (State.drain), accepted work finishes up to drain_seconds and what is left is
+answered 503; so is everything once the engine is gone.
 """
 
 from __future__ import annotations
@@ -15,27 +16,27 @@ import asyncio
 import logging
 import os
 import socket
-from collections import OrderedDict
+import tempfile
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from pathlib import PurePath
+from dataclasses import dataclass
+from pathlib import Path, PurePath
 from typing import Any, TypeVar
 from urllib.parse import quote
-from uuid import uuid4
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from core.folder import FolderConfig, model_folders
 from service import pages
-from service.batcher import QueueFull, ShuttingDown
+from service.client import EngineClient, EngineGone, Pairs, QueueFull, ShuttingDown
 from service.detect import LanguageDetector
-from service.engine import Engine
+from service.files import TranslatedFiles
 from service.metrics import Metrics
 from service.middleware import CLIENT_GONE, BodyLimit, Observe
 from service.params import invisible_characters, read_params, upload
@@ -44,13 +45,18 @@ from service.schemas import ApiError, DetectRequest, FileRequest, TranslateReque
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
-INSTANCE = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def instance(pid: int | None = None) -> str:
+    """Which service answered (the X-Translator-Instance header): host:pid of its main process."""
+    return f"{socket.gethostname()}:{pid or os.getpid()}"
+
+
 LANGUAGE_NAMES = {
     "en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish", "it": "Italian",
     "nl": "Dutch", "pt": "Portuguese", "pl": "Polish", "ru": "Russian", "zh": "Chinese", "ja": "Japanese",
 }
 FILE_FORMATS = {".txt": "text", ".html": "html", ".htm": "html"}
-KEPT_FILES = 256  # translated files kept for /download_file, newest first
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -58,46 +64,78 @@ Model = TypeVar("Model", bound=BaseModel)
 class State:
     settings: Settings
     metrics: Metrics
-    engine: Engine
+    engine: EngineClient
+    files: TranslatedFiles
     pipeline: Pipeline | None = None
-    ready: bool = False
+    started: bool = False
     draining: asyncio.Task | None = None
-    files: OrderedDict[str, tuple[str, bytes]] = field(default_factory=OrderedDict)
+
+    @property
+    def ready(self) -> bool:
+        return self.started and self.engine.ready and self.draining is None
 
     def drain(self) -> asyncio.Task:
         """Stop taking work; accepted work finishes up to drain_seconds, then what is left is answered 503."""
         if self.draining is None:
-            self.ready = False
             self.draining = asyncio.create_task(self.engine.stop(self.settings.drain_seconds))
         return self.draining
 
 
-def load(state: State) -> Pipeline:
-    """Everything slow, before the first request: the models (warmed up), the language detector, the tables."""
-    state.engine.load()
+def language_detector(settings: Settings) -> LanguageDetector:
+    """Everything slow on the HTTP side, done while the engine loads: the language detector, the tables."""
     invisible_characters()
-    return Pipeline(state.engine, LanguageDetector(state.engine.languages), state.settings)
+    configs = [FolderConfig.load(folder) for folder in model_folders(settings.model_dir)]
+    return LanguageDetector(sorted({c.source_language for c in configs} | {c.target_language for c in configs}))
 
 
-async def start(state: State) -> None:
-    try:
-        state.pipeline = await asyncio.to_thread(load, state)
-    except Exception:  # nothing was accepted yet: exit, so that a supervisor restarts us or a person sees why
-        log.critical("cannot load the models from %s", state.settings.model_dir, exc_info=True)
+async def prepare(state: State) -> LanguageDetector:
+    """What needs no running engine, done before the port is served: so a worker that starts late (or replaces one
+    that died) takes no request before it can answer it."""
+    detector = await asyncio.to_thread(language_detector, state.settings)
+    await state.engine.prepare()
+    return detector
+
+
+async def start(state: State, detector: LanguageDetector) -> None:
+    """Wait for the engine (the models load in the background: /health answers meanwhile), then take requests."""
+    await state.engine.start()
+    state.pipeline = Pipeline(state.engine, detector, state.settings)
+    state.started = True
+    log.info("serving %s", Pairs(state.engine.pairs).names)
+
+
+def exit_on_failure(task: asyncio.Task) -> None:
+    """Nothing was accepted yet: exit, so that a supervisor restarts us or a person sees why."""
+    if not task.cancelled() and (error := task.exception()) is not None:
+        log.critical("cannot serve the models of %s", task.get_name(), exc_info=error)
         os._exit(3)
-    state.engine.start()
-    state.ready = True
-    log.info("serving %s", ", ".join(pair.name for pair in state.engine.pairs.values()))
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    engine: EngineClient | None = None,
+    main_pid: int | None = None,
+    shared: Path | None = None,
+) -> FastAPI:
+    """The app; without `engine`, the models run in this process (service.engine.Engine). When this is one of the
+    service's HTTP workers: `main_pid` is the service's main process, `shared` the folder all its workers share."""
     settings = settings or Settings()
     metrics = Metrics()
-    state = State(settings, metrics, Engine(settings, metrics))
+    if engine is None:
+        from service.engine import Engine  # here: ONNX Runtime only where the models run, not in HTTP workers
+
+        engine = Engine(settings, metrics)
+    if shared is None:
+        own = tempfile.TemporaryDirectory(prefix="translator-")  # removed at exit
+        shared = Path(own.name)
+    state = State(settings, metrics, engine, TranslatedFiles(shared / "files"))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        loading = asyncio.create_task(start(state))  # /health answers while the models load
+        preparing = asyncio.create_task(prepare(state), name=str(settings.model_dir))
+        preparing.add_done_callback(exit_on_failure)
+        loading = asyncio.create_task(start(state, await preparing), name=str(settings.model_dir))
+        loading.add_done_callback(exit_on_failure)
         yield
         if not loading.done():
             loading.cancel()
@@ -119,7 +157,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["*"], max_age=600)
-    app.add_middleware(Observe, metrics=metrics, instance=INSTANCE)
+    app.add_middleware(Observe, metrics=metrics, instance=instance(main_pid))
     return app
 
 
@@ -185,6 +223,8 @@ async def unless_disconnected(request: Request, work: Any) -> Any:
         raise ApiError(503, "Server busy: the queue is full", RETRY_AFTER) from None
     except ShuttingDown:
         raise ApiError(503, "Server shutting down", RETRY_AFTER) from None
+    except EngineGone:
+        raise ApiError(503, "The engine is not running; the service is restarting", RETRY_AFTER) from None
 
 
 def body_schema(model: type[BaseModel]) -> dict:
@@ -200,8 +240,10 @@ def api_router(state: State) -> APIRouter:
     def pipeline() -> Pipeline:
         if state.draining:
             raise ApiError(503, "Server shutting down", RETRY_AFTER)
-        if not state.ready:
+        if not state.started:
             raise ApiError(503, "Models are loading", RETRY_AFTER)
+        if not state.engine.ready:
+            raise ApiError(503, "The engine is not running; the service is restarting", RETRY_AFTER)
         return state.pipeline
 
     async def params(request: Request) -> dict[str, Any]:
@@ -237,19 +279,16 @@ def api_router(state: State) -> APIRouter:
         translate_req = validated(TranslateRequest, {"q": text, "source": req.source, "target": req.target,
                                                      "format": kind})
         translated = (await unless_disconnected(request, p.translate(translate_req)))["translatedText"]
-        token = uuid4().hex
-        state.files[token] = (name, translated.encode("utf-8"))
-        while len(state.files) > KEPT_FILES:
-            state.files.popitem(last=False)
+        token = state.files.put(name, translated.encode("utf-8"))
         return {"translatedFileUrl": f"{request.base_url}download_file/{token}/{quote(name)}"}
 
     @api.get("/download_file/{token}/{name}", name="download_file")
     async def download_file(token: str, name: str) -> Response:
         """A file translated by /translate_file (the last 256 are kept)."""
-        if (kept := state.files.get(token)) is None or kept[0] != name:
+        if (kept := state.files.get(token, name)) is None:
             raise ApiError(404, "No such file: translated files are kept for the last 256 translations")
         media = "text/html" if FILE_FORMATS[PurePath(name).suffix.lower()] == "html" else "text/plain"
-        return Response(kept[1], media_type=f"{media}; charset=utf-8",
+        return Response(kept, media_type=f"{media}; charset=utf-8",
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
     @api.post("/suggest")
@@ -260,15 +299,15 @@ def api_router(state: State) -> APIRouter:
     @api.get("/languages")
     async def languages() -> list[dict]:
         """Every language served, with the languages it translates into (LibreTranslate's shape)."""
-        engine = pipeline().engine
-        return [{"code": code, "name": LANGUAGE_NAMES.get(code, code), "targets": engine.targets_of(code)}
-                for code in engine.languages]
+        pairs = pipeline().pairs
+        return [{"code": code, "name": LANGUAGE_NAMES.get(code, code), "targets": pairs.targets_of(code)}
+                for code in pairs.languages]
 
     @api.get("/frontend/settings")
     async def frontend_settings() -> dict:
         """What LibreTranslate's front end asks a server for."""
-        engine, s = pipeline().engine, state.settings
-        first = next(iter(engine.pairs.values()))
+        pairs, s = pipeline().pairs, state.settings
+        first = next(iter(pairs.pairs.values()))
         return {
             "charLimit": s.max_chars,
             "frontendTimeout": 500,
@@ -291,16 +330,16 @@ def api_router(state: State) -> APIRouter:
     @api.get("/ready")
     async def ready() -> dict:
         """Every model is loaded and warm, and the server is not shutting down."""
-        engine = pipeline().engine
+        pairs = pipeline().pairs
         return {
             "status": "ready",
-            "models": [{"model": pair.name, "provider": pair.translator.provider,
-                        "precision": pair.translator.precision} for pair in engine.pairs.values()],
+            "models": [{"model": pair.name, "provider": pair.provider, "precision": pair.precision}
+                       for pair in pairs.pairs.values()],
         }
 
     @api.get("/metrics")
     async def metrics() -> Response:
         """Prometheus metrics."""
-        return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     return api

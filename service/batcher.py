@@ -23,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from core.search import Hypothesis, SearchOptions
+from service.client import QueueFull, ShuttingDown
 from service.metrics import Metrics
-from service.search import Hypothesis, SearchOptions
 from service.translator import Translator
 
 log = logging.getLogger(__name__)
@@ -39,14 +40,6 @@ def resident_bytes() -> int:
         return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except OSError:
         return 0
-
-
-class QueueFull(Exception):
-    """More sentences are waiting than the queue holds; the request should be retried later."""
-
-
-class ShuttingDown(Exception):
-    """The service no longer accepts new work."""
 
 
 @dataclass(eq=False)  # a job is itself, not its contents
@@ -197,6 +190,7 @@ class Batcher:
             return np.array([job.future.done() for job in batch])
 
         self.running = batch
+        self.metrics.running_rows.inc(len(batch) * batch[0].opts.beam_size)
         try:
             result = await loop.run_in_executor(
                 self.executor, self.translator.translate_ids, sources, batch[0].opts, abandoned
@@ -209,8 +203,12 @@ class Batcher:
             return
         finally:
             self.running = []
+            self.metrics.running_rows.dec(len(batch) * batch[0].opts.beam_size)
         self.metrics.inference.labels("encode").observe(result.encode_seconds)
         self.metrics.inference.labels("decode").observe(result.decode_seconds)
+        if result.steps:
+            self.metrics.decoder_steps.inc(result.steps)
+            self.metrics.step_time.observe(result.decode_seconds / result.steps)
         self.metrics.input_tokens.inc(sum(len(s) for s in sources))
         self.metrics.output_tokens.inc(sum(len(h[0].tokens) + 1 for h in result.hypotheses if h))
         for job, hyps in zip(batch, result.hypotheses):

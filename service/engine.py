@@ -1,56 +1,39 @@
 """The engine: every model folder served, each language pair with its translator and its batcher.
 
     engine = Engine(settings, metrics)
-    engine.load()                      # blocking: loads and warms up every model (run it in a thread)
-    engine.start()                     # in the event loop: one batcher per pair
-    await engine.pair("en", "de").batcher.submit(ids, opts)
-    await engine.stop(deadline=20)     # finish what was accepted, up to the deadline
+    await engine.start()                                   # loads and warms up every model, starts the batchers
+    await engine.translate("en-de", sentences, options)    # hypotheses of each sentence
+    await engine.stop(deadline=20)                         # finish what was accepted, up to the deadline
+
+It runs in the engine process of `python -m service` (service.remote serves it to the HTTP workers), or inside the
+one process that serves everything (TRANSLATOR_HTTP_WORKERS=0). Either way it is an EngineClient (service.client).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
+from core.folder import model_folders
+from core.search import Hypothesis, SearchOptions
 from service.batcher import Batcher
+from service.client import Pair, ShuttingDown
 from service.metrics import Metrics
-from service.search import SearchOptions
 from service.settings import Settings
 from service.translator import Translator
 
 log = logging.getLogger(__name__)
 
 
-def model_folders(path: Path) -> list[Path]:
-    """`path` itself when it is a model folder (it holds config.json), else the model folders directly in it."""
-    if (path / "config.json").is_file():
-        return [path]
-    folders = sorted(config.parent for config in path.glob("*/config.json"))
-    if not folders:
-        raise FileNotFoundError(f"no model folder (a folder with config.json, written by `python -m export`) in {path}")
-    return folders
-
-
-@dataclass
-class Pair:
-    """One language pair served: its translator, and the batcher that feeds it (once the engine has started)."""
-
-    translator: Translator
-    batcher: Batcher | None = None
-
-    @property
-    def source(self) -> str:
-        return self.translator.config["source_language"]
-
-    @property
-    def target(self) -> str:
-        return self.translator.config["target_language"]
-
-    @property
-    def name(self) -> str:
-        return f"{self.source}-{self.target}"
+def load_translator(folder: Path, settings: Settings) -> Translator:
+    """A model folder's translator, run once greedy and once with beams so that no request pays for a first run."""
+    s = settings
+    translator = Translator(folder, s.precision, s.provider, s.threads, s.optimization, s.spin_threads)
+    for beam_size in (1, 2):
+        translator.translate(["Warming up."], SearchOptions(beam_size=beam_size))
+    log.info("model %s (%s) ready on %s (%s)", translator.name, folder, translator.provider, s.precision)
+    return translator
 
 
 class Engine:
@@ -58,46 +41,42 @@ class Engine:
         self.settings = settings
         self.metrics = metrics
         self.pairs: dict[tuple[str, str], Pair] = {}
+        self.batchers: dict[str, Batcher] = {}
+        self.closing = False
 
-    def load(self) -> None:
-        """Load every model folder and run each once, greedy and with beams, so no request pays for a first run."""
+    @property
+    def ready(self) -> bool:
+        return bool(self.batchers) and not self.closing
+
+    async def prepare(self) -> None:
+        """Nothing: in this process the models load in start(), while /health answers."""
+
+    async def start(self) -> None:
+        """Load every model folder (in a thread: the event loop keeps answering), then start one batcher per pair."""
+        translators: dict[tuple[str, str], Translator] = {}
+        for folder in model_folders(self.settings.model_dir):
+            translator = await asyncio.to_thread(load_translator, folder, self.settings)
+            pair = (translator.config.source_language, translator.config.target_language)
+            if pair in translators:
+                raise ValueError(f"two model folders translate {translator.name}: {translators[pair].model_dir} "
+                                 f"and {folder}")
+            translators[pair] = translator
         s = self.settings
-        for folder in model_folders(s.model_dir):
-            translator = Translator(folder, s.precision, s.provider, s.threads, s.optimization, s.spin_threads)
-            pair = Pair(translator)
-            if (pair.source, pair.target) in self.pairs:
-                other = self.pairs[pair.source, pair.target].translator.model_dir
-                raise ValueError(f"two model folders translate {pair.name}: {other} and {folder}")
-            for beam_size in (1, 2):
-                translator.translate(["Warming up."], SearchOptions(beam_size=beam_size))
+        for key, translator in translators.items():
             self.metrics.model_info.labels(translator.name, translator.provider, s.precision).set(1)
-            log.info("model %s (%s) ready on %s (%s)", translator.name, folder, translator.provider, s.precision)
-            self.pairs[pair.source, pair.target] = pair
+            self.pairs[key] = Pair(translator.model_dir, translator.config, translator.tokenizer, translator.provider,
+                                   s.precision)
+            batcher = Batcher(translator, self.metrics, translator.name, s.max_batch_sentences, s.max_batch_tokens,
+                              s.max_wait_ms, s.max_queue, s.release_memory_after_s)
+            batcher.start()
+            self.batchers[translator.name] = batcher
 
-    def start(self) -> None:
-        s = self.settings
-        for pair in self.pairs.values():
-            pair.batcher = Batcher(
-                pair.translator, self.metrics, pair.name, s.max_batch_sentences, s.max_batch_tokens, s.max_wait_ms,
-                s.max_queue, s.release_memory_after_s,
-            )
-            pair.batcher.start()
+    async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
+        if self.closing:
+            raise ShuttingDown()
+        return await self.batchers[pair].submit(sentences, opts)
 
     async def stop(self, deadline: float | None = None) -> None:
         """Stop every batcher: accepted work finishes up to `deadline` seconds, what is left is answered 503."""
-        await asyncio.gather(*(pair.batcher.stop(deadline) for pair in self.pairs.values() if pair.batcher))
-
-    def pair(self, source: str, target: str) -> Pair | None:
-        return self.pairs.get((source, target))
-
-    def sources_into(self, target: str) -> list[str]:
-        """The languages this server translates into `target`."""
-        return sorted(source for source, t in self.pairs if t == target)
-
-    def targets_of(self, source: str) -> list[str]:
-        return sorted(target for s, target in self.pairs if s == source)
-
-    @property
-    def languages(self) -> list[str]:
-        """Every language served, as a source or as a target."""
-        return sorted({code for pair in self.pairs for code in pair})
+        self.closing = True
+        await asyncio.gather(*(batcher.stop(deadline) for batcher in self.batchers.values()))

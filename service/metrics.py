@@ -1,10 +1,19 @@
-"""Prometheus metrics of one service process, on a registry of its own."""
+"""Prometheus metrics: requests (HTTP workers) and the engine's work (engine process), on a registry of their own.
+
+With several processes (`python -m service`), PROMETHEUS_MULTIPROC_DIR is set for all of them before they start:
+prometheus_client then keeps every value in a file per process, and exposition() reads them all, so whichever
+worker answers /metrics, each request is counted once and the engine's figures are there too.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import os
 
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+
+MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+STEP_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
@@ -12,19 +21,31 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        # the HTTP side
         self.requests = Counter("translator_requests", "Translate requests by HTTP status", ["status"], registry=r)
         self.latency = Histogram(
             "translator_request_latency_seconds", "Translate request latency", buckets=LATENCY_BUCKETS, registry=r
         )
+        # the engine
         self.batch_size = Histogram(
             "translator_batch_size", "Sentences per translator run", buckets=BATCH_BUCKETS, registry=r
         )
         self.queue_depth = Gauge(
-            "translator_queue_depth", "Sentences waiting for a batch, by model", ["model"], registry=r
+            "translator_queue_depth", "Sentences waiting for a batch, by model", ["model"], registry=r,
+            multiprocess_mode="livesum",
         )
         self.queue_wait = Histogram(
             "translator_queue_wait_seconds", "Time a sentence waits before its batch runs",
             buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.running_rows = Gauge(
+            "translator_running_rows", "Decoder rows (sentences x beams) in the batches running now", registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.decoder_steps = Counter("translator_decoder_steps", "Decoder steps run (rate: steps per second)",
+                                     registry=r)
+        self.step_time = Histogram(
+            "translator_step_seconds", "Mean time of one decoder step, per batch", buckets=STEP_BUCKETS, registry=r
         )
         self.inference = Histogram(
             "translator_inference_seconds", "Translator run time by stage", ["stage"], buckets=LATENCY_BUCKETS,
@@ -33,5 +54,14 @@ class Metrics:
         self.input_tokens = Counter("translator_input_tokens", "Source tokens translated", registry=r)
         self.output_tokens = Counter("translator_output_tokens", "Target tokens produced", registry=r)
         self.model_info = Gauge(
-            "translator_model_info", "The model being served", ["model", "provider", "precision"], registry=r
+            "translator_model_info", "The model being served", ["model", "provider", "precision"], registry=r,
+            multiprocess_mode="livemax",
         )
+
+    def exposition(self) -> bytes:
+        """The text format of every metric: this process's, or with several processes, all of theirs."""
+        if os.environ.get(MULTIPROCESS_DIR):
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)
+            return generate_latest(registry)
+        return generate_latest(self.registry)

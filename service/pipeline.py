@@ -2,8 +2,8 @@
 
 A request's texts (q) are cleaned (service.params.clean_text), routed to a language pair (detected when source is
 "auto"), cut into segments (the text itself, or each text node of HTML), the segments into sentences; the
-sentences of every pair are submitted to that pair's batcher at once, and the translations are put back in the
-same layout and markup.
+sentences of every pair are submitted to the engine at once (an EngineClient: service.client), and the translations
+are put back in the same layout and markup.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import asyncio
 import math
 from dataclasses import dataclass
 
+from core.search import Hypothesis, SearchOptions
+from service.client import EngineClient, Pair, Pairs
 from service.detect import LanguageDetector
-from service.engine import Engine, Pair
 from service.html import HtmlText
 from service.params import clean_text
 from service.schemas import ApiError, TranslateRequest
-from service.search import Hypothesis, SearchOptions
 from service.settings import Settings
 from service.text import join_translations, sentences_of, split_sentences
 
@@ -50,8 +50,9 @@ class Text:
 
 
 class Pipeline:
-    def __init__(self, engine: Engine, detector: LanguageDetector, settings: Settings):
+    def __init__(self, engine: EngineClient, detector: LanguageDetector, settings: Settings):
         self.engine = engine
+        self.pairs = Pairs(engine.pairs)
         self.detector = detector
         self.settings = settings
 
@@ -80,10 +81,10 @@ class Pipeline:
             raise ApiError(400, f"Invalid request: at most {s.max_alternatives} alternatives")
         if max(req.beam_size or s.beam_size, req.alternatives + 1) > s.max_beam_size:
             raise ApiError(400, f"Invalid request: beam_size is at most {s.max_beam_size}")
-        served = ", ".join(pair.name for pair in self.engine.pairs.values())
-        if not self.engine.sources_into(req.target):
+        served = self.pairs.names
+        if not self.pairs.sources_into(req.target):
             raise ApiError(400, f"target {req.target!r} is not served; this server translates {served}")
-        if req.source != "auto" and not self.engine.pair(req.source, req.target):
+        if req.source != "auto" and not self.pairs.pair(req.source, req.target):
             raise ApiError(400, f"{req.source}->{req.target} is not supported; this server translates {served}")
 
     def detect(self, q: str) -> list[tuple[str, float]]:
@@ -97,13 +98,13 @@ class Pipeline:
         is given back as it is (pair None), as LibreTranslate does; otherwise the likeliest language that has a pair
         into the target is taken."""
         if req.source != "auto":
-            return self.engine.pair(req.source, req.target), None
+            return self.pairs.pair(req.source, req.target), None
         ranked = self.detector.detect(text)
         if ranked[0][0] == req.target:
             return None, ranked[0]
-        sources = self.engine.sources_into(req.target)
+        sources = self.pairs.sources_into(req.target)
         language, confidence = next((lang, c) for lang, c in ranked if lang in sources)
-        return self.engine.pair(language, req.target), (language, confidence)
+        return self.pairs.pair(language, req.target), (language, confidence)
 
     def prepare(self, text: str, req: TranslateRequest) -> Text:
         html = HtmlText(text) if req.format == "html" else None
@@ -124,8 +125,10 @@ class Pipeline:
         for text in prepared:
             if text.pair and text.sentences:
                 by_pair.setdefault(text.pair.name, []).append(text)
-        ids = {name: group[0].pair.translator.encode_texts([s for t in group for s in t.sentences])
-               for name, group in by_pair.items()}
+        ids = {}
+        for name, group in by_pair.items():
+            pair = group[0].pair
+            ids[name] = pair.config.model.source_ids(pair.tokenizer.encode([s for t in group for s in t.sentences]))
         opts = self.search_options(req)
         self.check_sizes([x for pair_ids in ids.values() for x in pair_ids], opts)
         await asyncio.gather(*(self.submit(group, ids[name], opts) for name, group in by_pair.items()))
@@ -151,10 +154,10 @@ class Pipeline:
             )
 
     async def submit(self, texts: list[Text], ids: list[list[int]], opts: SearchOptions) -> None:
-        """Translate the sentences of texts routed to one pair (`ids`, in order), in one submission to its batcher."""
+        """Translate the sentences of texts routed to one pair (`ids`, in order), in one submission to the engine."""
         pair = texts[0].pair
-        hyps = await pair.batcher.submit(ids, opts)
-        nbest = [pair.translator.tokenizer.decode([nth(h, k).tokens for h in hyps]) for k in range(opts.n_best)]
+        hyps = await self.engine.translate(pair.name, ids, opts)
+        nbest = [pair.tokenizer.decode([nth(h, k).tokens for h in hyps]) for k in range(opts.n_best)]
         offset = 0
         for text in texts:
             count = len(text.sentences)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -9,6 +10,12 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "models"
+MAX_HTTP_WORKERS = 8
+
+
+def default_http_workers() -> int:
+    """One HTTP worker per core this process may use, at most MAX_HTTP_WORKERS."""
+    return min(len(os.sched_getaffinity(0)), MAX_HTTP_WORKERS)
 
 
 class Settings(BaseSettings):
@@ -20,6 +27,10 @@ class Settings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0 in a container)")
     port: int = Field(8000, description="port to listen on")
+    http_workers: int = Field(
+        default_factory=default_http_workers, ge=0, description="HTTP worker processes in front of the engine process "
+        "(default: the cores available, at most 8); 0: one process does everything"
+    )
     provider: Literal["auto", "cuda", "cpu"] = Field("auto", description="ONNX Runtime execution provider")
     precision: Literal["fp32", "fp16", "int8"] = Field("fp32", description="which graphs of the model folder")
     threads: int = Field(0, ge=0, description="ONNX Runtime intra-op threads (0: one per core)")

@@ -4,13 +4,12 @@
     translator.translate(["Hello, how are you?"])[0][0].text
 
 The caches stay on the device between steps (I/O binding; GPU memory on CUDA) and select.onnx reorders them
-there. The search itself is service.search.
+there. The search itself is core.search.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -19,8 +18,10 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from service.search import Abandoned, Hypothesis, SearchOptions, nothing_abandoned, search
-from service.tokenizer import load_tokenizer
+from core.folder import FolderConfig
+from core.search import Abandoned, Hypothesis, SearchOptions, nothing_abandoned, search
+from core.tokenizer import load_tokenizer
+from core.translate import Translation, translate_texts
 
 log = logging.getLogger(__name__)
 
@@ -33,16 +34,11 @@ OPTIMIZATION_LEVELS = {
 
 
 @dataclass
-class Translation:
-    text: str
-    score: float
-
-
-@dataclass
 class BatchResult:
     hypotheses: list[list[Hypothesis]]
     encode_seconds: float = 0.0
     decode_seconds: float = 0.0
+    steps: int = 0  # decoder steps run
 
 
 @dataclass
@@ -51,6 +47,7 @@ class Timer:
 
     encode: float = 0.0
     started: float = field(default_factory=time.perf_counter)
+    decoder: OrtDecoder | None = None
 
 
 def session_options(threads: int, optimization: str, spin_threads: bool) -> ort.SessionOptions:
@@ -88,13 +85,13 @@ class Translator:
         spin_threads: bool = False,
     ):
         self.model_dir = Path(model_dir)
-        self.config = json.loads((self.model_dir / "config.json").read_text())
-        self.model_config = self.config["model"]
-        if precision not in self.config["graphs"]:
-            raise ValueError(f"{self.model_dir} has no {precision} graphs; it has {sorted(self.config['graphs'])}")
+        self.config = FolderConfig.load(self.model_dir)
+        self.model_config = self.config.model
+        if precision not in self.config.graphs:
+            raise ValueError(f"{self.model_dir} has no {precision} graphs; it has {sorted(self.config.graphs)}")
         self.precision = precision
-        self.tokenizer = load_tokenizer(self.model_dir, self.config["tokenizer"])
-        graphs = self.config["graphs"][precision]
+        self.tokenizer = load_tokenizer(self.model_dir, self.config.tokenizer)
+        graphs = self.config.graphs[precision]
         self.options = session_options(threads, optimization, spin_threads)
         self.encoder = self._session(graphs["encoder"], provider)
         self.decoder = self._session(graphs["decoder"], provider)
@@ -108,7 +105,7 @@ class Translator:
             log.info("provider auto: ONNX Runtime runs on %s", self.provider)
         self.on_gpu = self.provider == "CUDAExecutionProvider"
         self.device = "cuda" if self.on_gpu else "cpu"  # where the caches stay between steps
-        self.select = self._session(self.config["select"], provider)
+        self.select = self._session(self.config.select, provider)
         self.cross_names = names(self.encoder, "cross_", outputs=True)
         self.self_names = names(self.decoder, "self_")
         self.new_self_names = names(self.decoder, "new_self_", outputs=True)
@@ -124,29 +121,28 @@ class Translator:
 
     @property
     def name(self) -> str:
-        return self.config["name"]
+        return self.config.name
 
     def encode_texts(self, texts: list[str]) -> list[list[int]]:
-        """Source ids of each text, truncated to what the model takes, ending with </s>."""
-        limit = self.model_config["max_len"] - 1
-        return [ids[:limit] + [self.tokenizer.eos_id] for ids in self.tokenizer.encode(texts)]
+        """Source ids of each text, as the encoder reads them (ModelConfig.source_ids)."""
+        return self.model_config.source_ids(self.tokenizer.encode(texts))
 
     def translate_ids(
         self, sources: list[list[int]], opts: SearchOptions, abandoned: Abandoned = nothing_abandoned
     ) -> BatchResult:
         """Translate one batch of source ids; returns hypotheses and where the time went. Sentences that
-        `abandoned` names leave the batch at the next step (service.search.Abandoned)."""
-        cfg, timer = self.model_config, Timer()
+        `abandoned` names leave the batch at the next step (core.search.Abandoned)."""
+        timer = Timer()
 
         def start(src: np.ndarray, src_mask: np.ndarray, repeat: int):
-            decoder = OrtDecoder(self, src, src_mask, repeat)
+            timer.decoder = OrtDecoder(self, src, src_mask, repeat)
             timer.encode = time.perf_counter() - timer.started
-            return decoder
+            return timer.decoder
 
-        opts = SearchOptions(**{**opts.__dict__, "max_length": min(opts.max_length, cfg["max_len"])})
-        hyps = search(start, sources, opts, cfg["pad_id"], cfg["bos_id"], cfg["eos_id"], abandoned)
+        hyps = search(start, sources, opts, self.model_config, abandoned)
         total = time.perf_counter() - timer.started
-        return BatchResult(hyps, encode_seconds=timer.encode, decode_seconds=total - timer.encode)
+        steps = timer.decoder.steps if timer.decoder else 0
+        return BatchResult(hyps, encode_seconds=timer.encode, decode_seconds=total - timer.encode, steps=steps)
 
     def release_memory(self) -> None:
         """Give the memory of past batches back to the system: ONNX Runtime's arenas keep what the largest batch
@@ -165,15 +161,8 @@ class Translator:
     ) -> list[list[Translation]]:
         """Translate texts (batched by length): the n_best translations of each, best first."""
         opts = opts or SearchOptions()
-        sources = self.encode_texts(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(sources[i]))
-        results: list[list[Translation]] = [[] for _ in texts]
-        for begin in range(0, len(order), batch_size):
-            chunk = order[begin : begin + batch_size]
-            for i, hyps in zip(chunk, self.translate_ids([sources[i] for i in chunk], opts).hypotheses):
-                texts_out = self.tokenizer.decode([h.tokens for h in hyps])
-                results[i] = [Translation(t, h.score) for t, h in zip(texts_out, hyps)]
-        return results
+        translate_ids = lambda sources, o: self.translate_ids(sources, o).hypotheses  # noqa: E731
+        return translate_texts(translate_ids, self.tokenizer, self.model_config, texts, opts, batch_size)
 
 
 def shrinking_run_options(device: str) -> ort.RunOptions:
@@ -196,7 +185,7 @@ def names(session: ort.InferenceSession, prefix: str, outputs: bool = False) -> 
 
 
 class OrtDecoder:
-    """Step decoder (service.search.StepDecoder) whose caches stay where ONNX Runtime runs between steps.
+    """Step decoder (core.search.StepDecoder) whose caches stay where ONNX Runtime runs between steps.
 
     The graphs' cache outputs are bound to the device (GPU memory on CUDA) and fed back as inputs; select.onnx
     reorders them there. Nothing but the tokens and the top-k crosses to NumPy, and on the CPU ONNX Runtime's
@@ -217,14 +206,15 @@ class OrtDecoder:
         if repeat > 1:
             self.cross_kv = self._gather(self.cross_kv, rows)
         cfg = translator.model_config
-        empty = np.zeros((len(rows), cfg["n_heads"], 0, cfg["d_model"] // cfg["n_heads"]), np.float32)
+        empty = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
         self.self_kv = [ort.OrtValue.ortvalue_from_numpy(empty, translator.device)] * len(translator.self_names)
+        self.steps = 0
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         t = self.translator
         binding = t.decoder.io_binding()
         binding.bind_cpu_input("tokens", tokens[:, None])
-        binding.bind_cpu_input("width", np.array([min(width, t.model_config["vocab_size"])]))
+        binding.bind_cpu_input("width", np.array([min(width, t.model_config.vocab_size)]))
         binding.bind_cpu_input("src_mask", self.src_mask)
         for name, value in [*zip(t.self_names, self.self_kv), *zip(t.cross_names, self.cross_kv)]:
             binding.bind_ortvalue_input(name, value)
@@ -234,6 +224,7 @@ class OrtDecoder:
             binding.bind_output(name, t.device)
         t.decoder.run_with_iobinding(binding, t.run_options)
         top_tokens, top_logp, *self.self_kv = binding.get_outputs()
+        self.steps += 1
         return top_tokens.numpy(), top_logp.numpy()
 
     def _gather(self, values: list[ort.OrtValue], rows: np.ndarray) -> list[ort.OrtValue]:

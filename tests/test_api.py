@@ -28,7 +28,7 @@ from deep_translator import LibreTranslator
 from deep_translator.exceptions import AuthorizationException
 from libretranslatepy import LibreTranslateAPI
 
-from bench.serve import running_service
+from service.launch import running_service
 
 PAGE = "http://page.example"  # the origin allowed by CORS on `url`
 OTHER_PAGE = "http://other.example"

@@ -22,14 +22,14 @@ import torch
 import transformers
 from transformers import MarianConfig, MarianMTModel
 
+from core.search import SearchOptions, pad_batch
+from core.tokenizer import MARIAN_FILES, load_tokenizer
 from export.__main__ import main as export_main
 from model.checkpoint import load_model
 from model.convert import convert
 from model.convert import main as convert_main
 from model.tokenizer import train_sentencepiece
 from model.transformer import Transformer, sinusoidal_positions
-from service.search import SearchOptions, pad_batch
-from service.tokenizer import MARIAN_FILES, load_tokenizer
 from service.translator import OrtDecoder, Translator
 
 torch.set_num_threads(1)
@@ -318,8 +318,8 @@ def test_pad_is_banned_in_every_precision(model_dir: Path, precision: str):
     every other token a finite one."""
     translator = Translator(model_dir, precision=precision, provider="cpu", threads=1)
     cfg = translator.model_config
-    src, src_mask = pad_batch(translator.encode_texts(TEXTS[:3]), cfg["pad_id"])
+    src, src_mask = pad_batch(translator.encode_texts(TEXTS[:3]), cfg.pad_id)
     decoder = OrtDecoder(translator, src, src_mask, repeat=1)
-    tokens, logp = decoder.step(np.full(3, cfg["bos_id"]), width=cfg["vocab_size"])
-    assert (tokens[:, -1] == cfg["pad_id"]).all() and np.isneginf(logp[:, -1]).all()
+    tokens, logp = decoder.step(np.full(3, cfg.bos_id), width=cfg.vocab_size)
+    assert (tokens[:, -1] == cfg.pad_id).all() and np.isneginf(logp[:, -1]).all()
     assert np.isfinite(logp[:, :-1]).all()

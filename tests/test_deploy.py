@@ -34,7 +34,7 @@ import jsonschema
 import pytest
 import yaml
 
-from bench.serve import free_port, running_service
+from service.launch import free_port, running_service
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"

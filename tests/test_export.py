@@ -21,16 +21,17 @@ import onnxruntime as ort
 import pytest
 import torch
 
+from core.search import SearchOptions, pad_batch
+from core.tokenizer import Tokenizer
 from export.__main__ import VARIANTS, export_model
 from export.graphs import cache_names, flatten, pairs
 from model.checkpoint import load_model
 from model.config import preset
+from model.data import load_test_set, multi30k_dir
 from model.decode import translate
 from model.tokenizer import train_sentencepiece
 from model.train import batch_loss, collate, encode_pairs
 from model.transformer import Transformer, best_next_tokens
-from service.search import SearchOptions, pad_batch
-from service.tokenizer import Tokenizer
 from service.translator import Translator
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,7 +119,7 @@ def half_trained_model(tokenizer: Tokenizer, pre_norm: bool, steps: int = 50) ->
     model = Transformer(cfg)
     half = len(SENTENCES) // 2
     both_ways = list(zip(SENTENCES[:half], SENTENCES[half:])) + list(zip(SENTENCES[half:], SENTENCES[:half]))
-    batch = collate(encode_pairs(tokenizer, both_ways, cfg.max_len), cfg, "cpu")
+    batch = collate(encode_pairs(tokenizer, both_ways, cfg), cfg, "cpu")
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     with torch_threads(1):
         for _ in range(steps):
@@ -394,8 +395,6 @@ def shipped() -> Shipped:
     missing = [name for name in SHIPPED_FILES if not (SHIPPED_DIR / name).exists()]
     if missing:
         pytest.fail(f"the shipped model is incomplete: {SHIPPED_DIR} lacks {', '.join(missing)}", pytrace=False)
-    from bench.testset import load_test_set, multi30k_dir
-
     try:
         sources, references = load_test_set()
     except FileNotFoundError as e:

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import Case, GenerationMode
 
-from bench.serve import RunningService, running_service
+from service.launch import RunningService, running_service
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "300"))
 FUZZED = ("/translate", "/detect")

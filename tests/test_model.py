@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
+from core.search import Hypothesis, SearchOptions, beam_search, greedy_search, length_penalty, pad_batch
+from core.tokenizer import Tokenizer
 from model.config import preset
 from model.decode import CachedDecoder, translate_ids
 from model.tokenizer import train_sentencepiece
 from model.transformer import Transformer, attention, best_next_tokens, causal_mask, sinusoidal_positions
-from service.search import Hypothesis, SearchOptions, beam_search, greedy_search, length_penalty, pad_batch
-from service.tokenizer import Tokenizer
 
 torch.set_num_threads(1)
 

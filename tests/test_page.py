@@ -20,8 +20,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from playwright.sync_api import Browser, Locator, Page, Route, expect, sync_playwright
 
-from bench.serve import RunningService, running_service
 from service import pages
+from service.launch import RunningService, running_service
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Without the background-networking flags Chromium's own connections (updates, sync) would be tried, and refused.

@@ -1,4 +1,4 @@
-"""model.robustness: its measures on hand-made input, the test sets in tests/data/robustness/, and the shipped
+"""quality.robustness: its measures on hand-made input, the test sets in tests/data/robustness/, and the shipped
 models against the floors stored beside the sets (floors.json), which their model cards cite.
 """
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from model.robustness import (
+from core.translate import Translation
+from quality.robustness import (
     CATEGORIES,
     DIGIT_CATEGORIES,
     ROWS,
@@ -23,7 +24,7 @@ from model.robustness import (
     read_set,
     title_case,
 )
-from service.translator import Translation, Translator
+from service.translator import Translator
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "robustness"

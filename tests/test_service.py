@@ -7,6 +7,7 @@ depends on the source; the tests of translation quality run the shipped model in
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import subprocess
 import sys
@@ -19,13 +20,13 @@ import pytest
 from client import JSON, TIMEOUT, assert_error, body, metrics, translate
 from libretranslatepy import LibreTranslateAPI
 
-from bench.loadgen import run_load
-from bench.serve import REPO, RunningService, free_port, running_service
+from core.search import Hypothesis, SearchOptions
 from service.batcher import Batcher
+from service.launch import RunningService, free_port, running_service
 from service.metrics import Metrics
-from service.search import Hypothesis, SearchOptions
 from service.translator import BatchResult
 
+REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "models" / "en-de"
 
 # Sixteen different sentences; the tiny model's translations of them all differ.
@@ -61,6 +62,14 @@ async def post_all(url: str, bodies: list[dict]) -> list[httpx.Response]:
 
 def sample(samples: dict[tuple[str, frozenset], float], name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def run_load(url: str, sentences: list[str], concurrency: int, seconds: int, source: str = "en") -> dict:
+    """The report of `python -m bench.loadgen` (wrk), the sentences on its standard input."""
+    command = [sys.executable, "-m", "bench.loadgen", url, "--concurrency", str(concurrency), "--seconds", str(seconds)]
+    command += ["--source", source]
+    done = subprocess.run(command, cwd=REPO, input="\n".join(sentences), capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
 
 
 def wait_for_queue_depth(url: str, depth: int, timeout: float = 10) -> None:

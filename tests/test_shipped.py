@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.testset import load_test_set, multi30k_dir
-from model.evaluate import score
-from service.search import SearchOptions
+from core.search import SearchOptions
+from model.data import load_test_set, multi30k_dir
+from quality.bleu import score
 from service.translator import Translator
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from core.search import SearchOptions
+from core.tokenizer import Tokenizer
 from model import plot, train
 from model.augment import casing_variants, number_variants
 from model.checkpoint import load_model, step_checkpoints
 from model.config import PRESETS
 from model.data import read_lines, read_pairs
 from model.decode import translate
-from model.evaluate import score
-from service.search import SearchOptions
-from service.tokenizer import Tokenizer
+from quality.bleu import score
 
 torch.set_num_threads(1)
 

@@ -1,6 +1,6 @@
 """Robustness of a model folder on everyday input: numbers, times, dates, greetings, casing, short sentences.
 
-    python -m model.robustness models/en-de --set tests/data/robustness/en-de.tsv [--beam 4] [--out results.json]
+    python -m quality.robustness models/en-de --set tests/data/robustness/en-de.tsv [--beam 4] [--out results.json]
 
 The set is a TSV file with a header, `category<TAB>source<TAB>reference` (tests/data/robustness/README.md).
 For every category, and for every sentence of all categories together ("all"), it measures:
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from service.search import SearchOptions
+from core.search import SearchOptions
 from service.translator import Translator
 
 CATEGORIES = ("digits", "times", "dates", "greetings", "casing", "everyday")

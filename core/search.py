@@ -18,6 +18,8 @@ from typing import Protocol
 
 import numpy as np
 
+from core.folder import ModelConfig
+
 # Which sentences of the batch nobody waits for any more (a client hung up, the server is shutting down): a bool
 # array over the batch's sentences, asked once per step. Their rows leave the batch and they get no hypotheses.
 Abandoned = Callable[[], np.ndarray]
@@ -166,19 +168,19 @@ def search(
     start: StartDecoder,
     sources: list[list[int]],
     opts: SearchOptions,
-    pad: int,
-    bos: int,
-    eos: int,
+    cfg: ModelConfig,
     abandoned: Abandoned = nothing_abandoned,
 ) -> list[list[Hypothesis]]:
-    """Translate a batch of source id sequences (each ending with </s>): n_best hypotheses per sentence; an
-    abandoned sentence gets what it had when it was dropped (possibly nothing)."""
-    src, src_mask = pad_batch(sources, pad)
+    """Translate a batch of source id sequences (ModelConfig.source_ids: each ends with </s>): n_best hypotheses
+    per sentence; an abandoned sentence gets what it had when it was dropped (possibly nothing)."""
+    src, src_mask = pad_batch(sources, cfg.pad_id)
     lengths = src_mask.sum(axis=1)
-    max_lengths = np.minimum(np.ceil(opts.max_length_ratio * lengths) + opts.max_length_extra, opts.max_length)
+    longest = min(opts.max_length, cfg.max_len)
+    max_lengths = np.minimum(np.ceil(opts.max_length_ratio * lengths) + opts.max_length_extra, longest)
+    max_lengths = max_lengths.astype(np.int64)
     decoder = start(src, src_mask, opts.beam_size)
     if opts.beam_size == 1:
-        return [[h] for h in greedy_search(decoder, max_lengths.astype(np.int64), bos, eos, abandoned)]
+        return [[h] for h in greedy_search(decoder, max_lengths, cfg.bos_id, cfg.eos_id, abandoned)]
     return beam_search(
-        decoder, max_lengths.astype(np.int64), bos, eos, opts.beam_size, opts.length_penalty, opts.n_best, abandoned
+        decoder, max_lengths, cfg.bos_id, cfg.eos_id, opts.beam_size, opts.length_penalty, opts.n_best, abandoned
     )

@@ -1,4 +1,4 @@
-"""Tokenization as the model sees it: source ids end with </s>; a model folder's config.json names its tokenizer.
+"""Tokenization: text to token ids and back; a model folder's config.json names its tokenizer (core.folder).
 
 Two layouts, config.json's "tokenizer":
     "spm.model"                                  one SentencePiece model and its own ids (our models)
@@ -89,7 +89,10 @@ def layout_files(layout: Layout) -> list[str]:
     return [layout] if isinstance(layout, str) else list(layout.values())
 
 
-def load_tokenizer(folder: Path, layout: Layout) -> Tokenizer | MarianTokenizer:
+AnyTokenizer = Tokenizer | MarianTokenizer
+
+
+def load_tokenizer(folder: Path, layout: Layout) -> AnyTokenizer:
     """The tokenizer of a model folder, from config.json's "tokenizer"."""
     if isinstance(layout, str):
         return Tokenizer(folder / layout)

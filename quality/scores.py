@@ -1,6 +1,6 @@
 """Score a model folder (ONNX Runtime) on corpus splits, greedy and beam 4, for the model card.
 
-    python -m model.scores models/en-de --set multi30k=DIR:val,test_2016_flickr --set tatoeba=DIR:val,test
+    python -m quality.scores models/en-de --set multi30k=DIR:val,test_2016_flickr --set tatoeba=DIR:val,test
 
 Prints a markdown table and writes the figures as JSON (--out).
 """
@@ -12,9 +12,9 @@ import json
 import time
 from pathlib import Path
 
+from core.search import SearchOptions
 from model.data import read_pairs
-from model.evaluate import score
-from service.search import SearchOptions
+from quality.bleu import score
 from service.translator import Translator
 
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for name, directory, splits in args.sets:
         for split in splits:
-            pairs = read_pairs(directory, split, cfg["src_lang"], cfg["tgt_lang"])
+            pairs = read_pairs(directory, split, cfg.src_lang, cfg.tgt_lang)
             for beam in args.beams:
                 started = time.perf_counter()
                 out = translator.translate([s for s, _ in pairs], SearchOptions(beam_size=beam))

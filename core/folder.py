@@ -1,0 +1,115 @@
+"""The model folder's format, defined once: what `python -m export` writes and every reader loads.
+
+    models/en-de/
+        config.json       FolderConfig below: the pair, the model's dimensions and special ids, the files
+        spm.model         the tokenizer (core.tokenizer), or Marian's source.spm, target.spm and vocab.json
+        encoder.onnx ...  one encoder and one decoder graph per precision, and select.onnx
+        model.pt          the PyTorch weights (training, evaluation and export read it; serving does not)
+
+Torch-free and ONNX-Runtime-free, so that model/, export/ and service/ all read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CONFIG_FILE = "config.json"
+# The special tokens of our SentencePiece models; a converted Marian model has its own ids in ModelConfig.
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+@dataclass
+class ModelConfig:
+    """The Transformer's dimensions and the ids of its special tokens."""
+
+    vocab_size: int = 8000
+    d_model: int = 512
+    n_heads: int = 8
+    n_layers: int = 6  # encoder layers; the decoder has as many
+    d_ff: int = 2048
+    dropout: float = 0.1
+    max_len: int = 512  # longest sequence the positional table covers
+    pre_norm: bool = False  # False: post-LN as in the paper; True: pre-LN (Xiong et al., 2020)
+    activation: str = "relu"  # of the feed-forward layers: "relu" as in the paper, "gelu", or "silu" (swish)
+    position_layout: str = "interleaved"  # of the sinusoids: "interleaved" as in the paper, "concatenated" (Marian)
+    output_bias: bool = False  # a constant added to the logits (Marian's final_logits_bias, with its bans)
+    pad_id: int = PAD_ID
+    unk_id: int = UNK_ID
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> ModelConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+    def source_ids(self, token_ids: list[list[int]]) -> list[list[int]]:
+        """What the encoder reads: each sentence's token ids, cut to what the positions cover, and its </s>."""
+        return [ids[: self.max_len - 1] + [self.eos_id] for ids in token_ids]
+
+
+@dataclass
+class FolderConfig:
+    """config.json: the language pair, the model, and the folder's files."""
+
+    model: ModelConfig
+    tokenizer: str | dict[str, str]  # core.tokenizer.Layout
+    graphs: dict[str, dict[str, str]]  # precision -> {"encoder": file, "decoder": file}
+    select: str = "select.onnx"
+    opset: int = 0
+    versions: dict[str, str] = field(default_factory=dict)  # of the libraries that wrote the graphs
+    parameters: int = 0
+
+    @property
+    def source_language(self) -> str:
+        return self.model.src_lang
+
+    @property
+    def target_language(self) -> str:
+        return self.model.tgt_lang
+
+    @property
+    def name(self) -> str:
+        return f"{self.source_language}-{self.target_language}"
+
+    def save(self, folder: Path) -> None:
+        values = {"name": self.name, "source_language": self.source_language, "target_language": self.target_language}
+        values |= dataclasses.asdict(self)
+        (Path(folder) / CONFIG_FILE).write_text(json.dumps(values, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, folder: Path) -> FolderConfig:
+        path = Path(folder) / CONFIG_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"{folder} is not a model folder: no {CONFIG_FILE} (`python -m export` writes it)")
+        values = json.loads(path.read_text())
+        names = {f.name for f in dataclasses.fields(cls)}
+        fields = {k: v for k, v in values.items() if k in names}
+        return cls(**fields | {"model": ModelConfig.from_dict(values["model"])})
+
+
+def is_model_folder(path: Path) -> bool:
+    return (Path(path) / CONFIG_FILE).is_file()
+
+
+def model_folders(path: Path) -> list[Path]:
+    """`path` itself when it is a model folder, else the model folders directly in it (every pair is served)."""
+    path = Path(path)
+    if is_model_folder(path):
+        return [path]
+    folders = sorted(folder for folder in path.iterdir() if is_model_folder(folder)) if path.is_dir() else []
+    if not folders:
+        raise FileNotFoundError(f"no model folder (a folder with {CONFIG_FILE}, from `python -m export`) in {path}")
+    return folders

@@ -1,0 +1,192 @@
+"""The processes of `python -m service`: one engine process that owns the models, and HTTP workers in front of it.
+
+    supervisor (this process)   binds the port, starts the others, replaces a worker that dies, and stops them all
+    ├── engine                  service.engine.Engine behind service.remote.EngineServer: schedules and decodes
+    └── worker x N              uvicorn + the FastAPI app with a RemoteEngine: parse, check, split, tokenize, answer
+
+The workers share the listening socket (the kernel hands each connection to one of them) and the engine's ipc://
+socket; metrics go through prometheus_client's multiprocess files. If the engine dies, the workers answer 503 and
+the supervisor exits 1, so that docker or Kubernetes restarts the service; it never hangs. On SIGTERM or SIGINT
+every process drains (accepted work finishes up to TRANSLATOR_DRAIN_SECONDS, what is left gets 503) and the
+supervisor exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import time
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+
+from prometheus_client import multiprocess
+
+from core.folder import model_folders
+from service.metrics import MULTIPROCESS_DIR
+from service.settings import Settings
+
+log = logging.getLogger(__name__)
+SPAWN = multiprocessing.get_context("spawn")  # fresh interpreters: no inherited threads, sockets or locks
+DRAIN_MARGIN_SECONDS = 10  # past the drain deadline, for the last answers to go out, before anything is killed
+ENGINE_GONE_GRACE_SECONDS = 1.0  # for the workers to answer 503 before the supervisor stops them
+PR_SET_PDEATHSIG = 1
+
+
+def setup_logging(settings: Settings) -> None:
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def end_with_parent(parent: int) -> None:
+    """SIGTERM this process when the supervisor dies, even by SIGKILL (Linux's PR_SET_PDEATHSIG): no orphan keeps the
+    port or the GPU."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the supervisor's own shutdown is all there is
+        return
+    if os.getppid() != parent:  # it died before the call
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def run_engine(
+    settings: Settings, address: str, lifeline: Connection, parent: int, engine_class: type | None = None
+) -> None:
+    """The engine process: load the models, serve the workers, drain on SIGTERM. Holding `lifeline` (the pipe's only
+    writer) is what tells the workers it is alive. `engine_class` stands in for service.engine.Engine (benchmarks)."""
+    end_with_parent(parent)
+    setup_logging(settings)
+    asyncio.run(serve_engine(settings, address, engine_class))
+
+
+async def serve_engine(settings: Settings, address: str, engine_class: type | None) -> None:
+    from service.engine import Engine  # here: ONNX Runtime is loaded in the engine process only
+    from service.metrics import Metrics
+    from service.remote import EngineServer
+
+    engine = (engine_class or Engine)(settings, Metrics())
+    server = EngineServer(engine, address)
+    serving = asyncio.create_task(server.serve())
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    try:
+        await engine.start()
+    except Exception:
+        log.critical("cannot load the models from %s", settings.model_dir, exc_info=True)
+        raise SystemExit(3) from None
+    server.loaded.set()
+    log.info("engine serving %s", ", ".join(pair.name for pair in engine.pairs.values()))
+    await stopping.wait()
+    await engine.stop(settings.drain_seconds)
+    await asyncio.sleep(0.5)  # the last answers leave the socket
+    serving.cancel()
+    server.close()
+
+
+def run_worker(
+    settings: Settings, listener: socket.socket, folder: str, address: str, lifeline: Connection, parent: int
+) -> None:
+    """An HTTP worker: the app with a RemoteEngine, served by uvicorn on the shared listening socket."""
+    from service.app import create_app
+    from service.remote import RemoteEngine
+    from service.server import DrainingServer
+
+    end_with_parent(parent)
+    setup_logging(settings)
+    engine = RemoteEngine(address, lifeline, model_folders(settings.model_dir))
+    app = create_app(settings, engine, main_pid=parent, shared=Path(folder))
+    DrainingServer.for_app(app, settings).run(sockets=[listener])
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+class Supervisor:
+    def __init__(self, settings: Settings, engine_class: type | None = None):
+        self.settings = settings
+        self.engine_class = engine_class
+        self.folder = tempfile.mkdtemp(prefix="translator-")  # the ipc socket, metrics files, translated files
+        self.address = f"ipc://{self.folder}/engine"
+        self.listener = listening_socket(settings.host, settings.port)
+        self.lifeline, self.lifeline_writer = SPAWN.Pipe(duplex=False)
+        self.engine: BaseProcess | None = None
+        self.workers: list[BaseProcess] = []
+        self.stopping = False
+
+    def run(self) -> int:
+        """Start everything and watch it; returns the exit status: 0 after a drain, 1 if the engine died."""
+        os.environ[MULTIPROCESS_DIR] = os.path.join(self.folder, "metrics")  # fresh: no counts of an earlier run
+        os.makedirs(os.environ[MULTIPROCESS_DIR])
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._stop)
+        try:
+            engine_args = (self.settings, self.address, self.lifeline_writer, os.getpid(), self.engine_class)
+            self.engine = SPAWN.Process(target=run_engine, name="engine", args=engine_args)
+            self.engine.start()
+            self.lifeline_writer.close()  # the engine holds the only writer now
+            self.workers = [self._worker(i) for i in range(self.settings.http_workers)]
+            log.info("%d HTTP workers on %s:%d, engine pid %d", len(self.workers), self.settings.host,
+                     self.settings.port, self.engine.pid)
+            return self._watch()
+        finally:
+            self._shutdown()
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _worker(self, index: int) -> BaseProcess:
+        args = (self.settings, self.listener, self.folder, self.address, self.lifeline, os.getpid())
+        worker = SPAWN.Process(target=run_worker, name=f"worker-{index}", args=args)
+        worker.start()
+        return worker
+
+    def _watch(self) -> int:
+        while not self.stopping:
+            wait([self.engine.sentinel, *(w.sentinel for w in self.workers)], timeout=0.5)
+            if self.stopping:
+                break
+            if not self.engine.is_alive():
+                log.critical("the engine process exited with %s: stopping the service", self.engine.exitcode)
+                time.sleep(ENGINE_GONE_GRACE_SECONDS)
+                return 1
+            for i, worker in enumerate(self.workers):
+                if not worker.is_alive():
+                    log.error("HTTP worker %s exited with %s: replacing it", worker.pid, worker.exitcode)
+                    multiprocess.mark_process_dead(worker.pid)  # its live gauges go; its counts stay
+                    self.workers[i] = self._worker(i)
+        return 0
+
+    def _stop(self, signum: int, frame: object) -> None:
+        """SIGTERM or SIGINT: every process drains; _watch returns and _shutdown waits for them."""
+        if not self.stopping:
+            log.info("signal %d: draining for up to %.0f s", signum, self.settings.drain_seconds)
+        self.stopping = True
+
+    def _shutdown(self) -> None:
+        """Signal every process still running, wait for it up to the drain deadline plus a margin, then kill it. The
+        port closes first (the workers close their copies on the signal), so newcomers are refused, not queued."""
+        self.listener.close()
+        processes = [p for p in (*self.workers, self.engine) if p is not None and p.is_alive()]
+        for process in processes:
+            os.kill(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.settings.drain_seconds + DRAIN_MARGIN_SECONDS
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                log.error("%s did not stop in time: killed", process.name)
+                process.kill()
+                process.join()
+

@@ -1,0 +1,144 @@
+"""The processes of `python -m service`: HTTP workers in front of one engine process (service.supervisor).
+
+Each test runs the real command with 2 workers and checks what an operator relies on: the counts are the service's
+whatever worker is asked and whichever workers have died; a dead worker is replaced; a dead engine turns into 503s
+and exit status 1, never a hang; the supervisor killed outright leaves no process behind; one process still serves
+everything with --http-workers 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service.launch import RunningService, running_service
+from tests.client import TIMEOUT, assert_error, body, metrics, translate
+
+WORKERS = 2
+
+
+def children(pid: int) -> list[int]:
+    """The service's own child processes (multiprocessing's resource tracker, if there is one, left out)."""
+    kids = [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+    return [kid for kid in kids if b"resource_tracker" not in Path(f"/proc/{kid}/cmdline").read_bytes()]
+
+
+def maps_onnxruntime(pid: int) -> bool:
+    return "onnxruntime" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def processes(service: RunningService) -> tuple[int, list[int]]:
+    """The engine's pid and the workers' pids (the engine is the one child that has loaded ONNX Runtime)."""
+    kids = [pid for pid in children(service.process.pid) if alive(pid)]
+    engines = [pid for pid in kids if maps_onnxruntime(pid)]
+    assert len(engines) == 1, f"one engine process expected among {kids}"
+    return engines[0], [pid for pid in kids if pid not in engines]
+
+
+def translated_200s(url: str) -> float:
+    return metrics(url).get(("translator_requests_total", frozenset({("status", "200")})), 0.0)
+
+
+@pytest.fixture
+def service(tiny_model_dir: Path, tmp_path: Path):
+    with running_service(tiny_model_dir, tmp_path / "service.log", http_workers=WORKERS, threads=1,
+                         drain_seconds=2) as running:
+        yield running
+
+
+def test_one_engine_process_holds_the_models_and_the_workers_do_not(service: RunningService):
+    engine, workers = processes(service)
+    assert len(workers) == WORKERS
+    assert not maps_onnxruntime(service.process.pid)
+
+
+def test_every_worker_reports_every_request_even_after_the_workers_died(service: RunningService):
+    url = service.url
+    for i in range(10):
+        translate(url, f"A dog runs {i}.")
+    scrapes = {translated_200s(url) for _ in range(20)}  # fresh connections: both workers answer some
+    assert scrapes == {10.0}, scrapes
+    _, workers = processes(service)
+    for worker in workers:  # each replaced by a process that has served nothing
+        os.kill(worker, signal.SIGKILL)
+        wait_until(lambda worker=worker: not alive(worker), 10, "the worker did not die")
+        wait_until(lambda: len(processes(service)[1]) == WORKERS, 30, "the worker was not replaced")
+    new_engine, new_workers = processes(service)
+    assert not set(new_workers) & set(workers)
+    wait_until(lambda: httpx.get(url + "/ready", timeout=5).status_code == 200, 30, "not ready after replacement")
+    assert {translated_200s(url) for _ in range(20)} == {10.0}
+    assert engine_steps(url) > 0  # the engine's own figures are there too
+    translate(url, "The service goes on.")
+    assert translated_200s(url) == 11.0
+
+
+def engine_steps(url: str) -> float:
+    return metrics(url).get(("translator_decoder_steps_total", frozenset()), 0.0)
+
+
+def test_when_the_engine_dies_requests_get_503_and_the_service_exits_1(service: RunningService):
+    url = service.url
+    engine, _ = processes(service)
+    answers: list[httpx.Response] = []
+    heavy = body(["A man is riding a bicycle down the long street."] * 64, beam_size=8)  # seconds of work
+
+    def send() -> None:
+        answers.append(httpx.post(url + "/translate", json=heavy, timeout=TIMEOUT))
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    wait_until(lambda: metrics(url).get(("translator_running_rows", frozenset()), 0) > 0, 30, "nothing ran")
+    os.kill(engine, signal.SIGKILL)
+    sender.join(10)
+    assert not sender.is_alive(), "the request in flight hung when the engine died"
+    assert_error(answers[0], 503)
+    assert service.process.wait(30) == 1, service.log_tail()
+
+
+def test_the_supervisor_killed_outright_leaves_no_process_behind(service: RunningService):
+    engine, workers = processes(service)
+    service.process.kill()
+    service.process.wait()
+    for pid in (engine, *workers):
+        wait_until(lambda pid=pid: not alive(pid), 30, f"process {pid} outlived the supervisor")
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(service.url + "/health", timeout=5)
+
+
+def test_one_process_serves_everything_with_no_workers(tiny_model_dir: Path, tmp_path: Path):
+    with running_service(tiny_model_dir, tmp_path / "service.log", http_workers=0, threads=1) as running:
+        assert children(running.process.pid) == []
+        assert maps_onnxruntime(running.process.pid)
+        translate(running.url, "A dog runs.")
+        assert translated_200s(running.url) == 1.0
+        assert_error(httpx.post(running.url + "/translate", json=body("Hi.", target="xx"), timeout=TIMEOUT), 400)
+
+
+def test_a_translated_file_downloads_from_whichever_worker_answers(service: RunningService):
+    uploaded = httpx.post(service.url + "/translate_file", data={"source": "en", "target": "de"},
+                          files={"file": ("story.txt", b"A dog runs.", "text/plain")}, timeout=TIMEOUT)
+    assert uploaded.status_code == 200, uploaded.text
+    file_url = uploaded.json()["translatedFileUrl"]
+    downloads = [httpx.get(file_url, timeout=TIMEOUT) for _ in range(20)]  # fresh connections: both workers
+    assert {d.status_code for d in downloads} == {200}
+    assert {d.text for d in downloads} == {translate(service.url, "A dog runs.")}
