@@ -52,6 +52,7 @@ bench: $(VENV)/.dev system-deps
 	$(PY) -m bench.profile_steps
 	$(PY) -m bench.detect
 	$(PY) -m bench.splitters
+	$(PY) -m bench.frontend
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
