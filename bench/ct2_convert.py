@@ -9,6 +9,9 @@ How our Transformer maps onto CTranslate2's TransformerSpec:
   all sines before all cosines, ours interleave them;
 - post-LN (`pre_norm=False`: LayerNorm(x + sublayer(x)), no final norm) or pre-LN with a final LayerNorm,
   epsilon 1e-5 as torch's nn.LayerNorm;
+- the feed-forward activation (relu, gelu, or silu: CTranslate2's SWISH), and the constant output bias of a
+  converted Marian model (`projection.bias`, its -inf at <pad> included); the position table is written out
+  whatever its layout;
 - separate w_q, w_k, w_v are fused: [q;k;v] in self-attention, q and [k;v] in cross-attention;
 - the vocabulary is the SentencePiece pieces in id order, so CTranslate2 token i is our id i; its
   unk/bos/eos tokens are the pieces at our unk/bos/eos ids, and it appends </s> to the source itself
@@ -67,6 +70,10 @@ def set_ffn(spec: transformer_spec.FeedForwardSpec, layer, residual: Residual) -
     set_layer_norm(spec.layer_norm, residual.norm)
 
 
+ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+               "silu": common_spec.Activation.SWISH}
+
+
 def set_inputs(spec, embeddings: common_spec.EmbeddingsSpec, model: Transformer) -> None:
     """Shared embedding scaled by sqrt(d_model), plus our (interleaved) sinusoidal position table."""
     embeddings.weight = array(model.embed.weight)
@@ -77,7 +84,9 @@ def set_inputs(spec, embeddings: common_spec.EmbeddingsSpec, model: Transformer)
 def transformer_spec_of(model: Transformer) -> transformer_spec.TransformerSpec:
     """The CTranslate2 spec of our model, with every weight set."""
     cfg = model.cfg
-    spec = transformer_spec.TransformerSpec.from_config(cfg.n_layers, cfg.n_heads, pre_norm=cfg.pre_norm)
+    spec = transformer_spec.TransformerSpec.from_config(
+        cfg.n_layers, cfg.n_heads, pre_norm=cfg.pre_norm, activation=ACTIVATIONS[cfg.activation]
+    )
     set_inputs(spec.encoder, spec.encoder.embeddings[0], model)
     for layer_spec, layer in zip(spec.encoder.layer, model.encoder):
         set_attention(layer_spec.self_attention, layer.self_attn, layer.res_attn, self_attention=True)
@@ -87,7 +96,9 @@ def transformer_spec_of(model: Transformer) -> transformer_spec.TransformerSpec:
         set_attention(layer_spec.self_attention, layer.self_attn, layer.res_self, self_attention=True)
         set_attention(layer_spec.attention, layer.cross_attn, layer.res_cross, self_attention=False)
         set_ffn(layer_spec.ffn, layer, layer.res_ffn)
-    spec.decoder.projection.weight = array(model.embed.weight)  # tied output projection, no bias
+    spec.decoder.projection.weight = array(model.embed.weight)  # tied output projection
+    if model.output_bias is not None:
+        spec.decoder.projection.bias = array(model.output_bias)
     if cfg.pre_norm:
         set_layer_norm(spec.encoder.layer_norm, model.encoder_norm)
         set_layer_norm(spec.decoder.layer_norm, model.decoder_norm)

@@ -1,4 +1,5 @@
-"""bench.ct2_convert: CTranslate2 runs a converted random model exactly as our PyTorch model does (greedy)."""
+"""bench.ct2_convert: CTranslate2 runs a converted random model exactly as our PyTorch model does (greedy), also
+with the options a converted Marian model has (swish, concatenated positions, an output bias)."""
 
 from __future__ import annotations
 
@@ -37,25 +38,35 @@ def spm_model(tmp_path_factory) -> Path:
     return train_sentencepiece(SENTENCES, tmp_path_factory.mktemp("spm") / "spm", vocab_size=VOCAB)
 
 
-def random_checkpoint(path: Path, pre_norm: bool, std: float) -> Transformer:
+def random_checkpoint(path: Path, pre_norm: bool, std: float, **options: object) -> Transformer:
     """A tiny model whose every weight (LayerNorms and biases too) is random, saved as a checkpoint.
 
     Weights drawn at this scale make greedy outputs depend on the source and on the prefix, instead of
     repeating the input token as a freshly initialised model with tied embeddings does.
     """
     torch.manual_seed(0)
-    cfg = preset("tiny", vocab_size=VOCAB, pre_norm=pre_norm)
+    cfg = preset("tiny", vocab_size=VOCAB, pre_norm=pre_norm, **options)
     model = Transformer(cfg).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn_like(p) * std)
+        if model.output_bias is not None:  # as a converted Marian model's: a constant, and <pad> banned
+            model.output_bias.copy_(torch.randn_like(model.output_bias))
+            model.output_bias[cfg.pad_id] = float("-inf")
     torch.save({"config": cfg.to_dict(), "model": model.state_dict()}, path)
     return model
 
 
-@pytest.mark.parametrize("pre_norm,std", [(False, 0.3), (True, 0.1)])
-def test_ct2_greedy_equals_ours(tmp_path: Path, spm_model: Path, pre_norm: bool, std: float):
-    model = random_checkpoint(tmp_path / "model.pt", pre_norm, std)
+MARIAN_OPTIONS = {"activation": "silu", "position_layout": "concatenated", "output_bias": True}
+
+
+@pytest.mark.parametrize(
+    "pre_norm,std,options",
+    [(False, 0.3, {}), (True, 0.1, {}), (False, 0.3, MARIAN_OPTIONS)],
+    ids=["post-ln", "pre-ln", "marian-options"],
+)
+def test_ct2_greedy_equals_ours(tmp_path: Path, spm_model: Path, pre_norm: bool, std: float, options: dict):
+    model = random_checkpoint(tmp_path / "model.pt", pre_norm, std, **options)
     ct2_dir = convert(tmp_path / "model.pt", spm_model, tmp_path / "ct2")
     translator = CT2Translator(ct2_dir, compute_type="float32")
     sources = translator.sp.encode(SENTENCES[:10])
