@@ -6,9 +6,9 @@
 
 The workers share the listening socket (the kernel hands each connection to one of them) and the engine's ipc://
 socket; metrics go through prometheus_client's multiprocess files. If the engine dies, the workers answer 503 and
-the supervisor exits 1, so that docker or Kubernetes restarts the service; it never hangs. On SIGTERM or SIGINT
-every process drains (accepted work finishes up to TRANSLATOR_DRAIN_SECONDS, what is left gets 503) and the
-supervisor exits 0.
+the supervisor exits 1, so that docker or Kubernetes restarts the service; it never hangs. It exits 1 too when the
+workers keep dying (more than 10 replaced within a minute). On SIGTERM or SIGINT every process drains (accepted
+work finishes up to TRANSLATOR_DRAIN_SECONDS, what is left gets 503) and the supervisor exits 0.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import signal
 import socket
 import tempfile
 import time
+from collections import deque
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 SPAWN = multiprocessing.get_context("spawn")  # fresh interpreters: no inherited threads, sockets or locks
 DRAIN_MARGIN_SECONDS = 10  # past the drain deadline, for the last answers to go out, before anything is killed
 ENGINE_GONE_GRACE_SECONDS = 1.0  # for the workers to answer 503 before the supervisor stops them
+MAX_WORKER_RESTARTS = 10  # in RESTART_WINDOW_SECONDS: past that, workers are crash-looping and the service exits 1
+RESTART_WINDOW_SECONDS = 60.0
 PR_SET_PDEATHSIG = 1
 
 
@@ -127,9 +130,11 @@ class Supervisor:
         self.engine: BaseProcess | None = None
         self.workers: list[BaseProcess] = []
         self.stopping = False
+        self.restarts: deque[float] = deque()  # when workers were replaced, within the last window
 
     def run(self) -> int:
-        """Start everything and watch it; returns the exit status: 0 after a drain, 1 if the engine died."""
+        """Start everything and watch it; returns the exit status: 0 after a drain, 1 if the engine died or the
+        workers keep dying (a supervisor above, docker or Kubernetes, then restarts the service with its back-off)."""
         os.environ[MULTIPROCESS_DIR] = os.path.join(self.folder, "metrics")  # fresh: no counts of an earlier run
         os.makedirs(os.environ[MULTIPROCESS_DIR])
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -166,8 +171,19 @@ class Supervisor:
                 if not worker.is_alive():
                     log.error("HTTP worker %s exited with %s: replacing it", worker.pid, worker.exitcode)
                     multiprocess.mark_process_dead(worker.pid)  # its live gauges go; its counts stay
+                    if self._crash_looping():
+                        log.critical("%d HTTP workers died within %.0f s: stopping the service", len(self.restarts),
+                                     RESTART_WINDOW_SECONDS)
+                        return 1
                     self.workers[i] = self._worker(i)
         return 0
+
+    def _crash_looping(self) -> bool:
+        now = time.monotonic()
+        self.restarts.append(now)
+        while self.restarts[0] < now - RESTART_WINDOW_SECONDS:
+            self.restarts.popleft()
+        return len(self.restarts) > MAX_WORKER_RESTARTS
 
     def _stop(self, signum: int, frame: object) -> None:
         """SIGTERM or SIGINT: every process drains; _watch returns and _shutdown waits for them."""

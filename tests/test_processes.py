@@ -115,6 +115,24 @@ def test_when_the_engine_dies_requests_get_503_and_the_service_exits_1(service: 
     assert service.process.wait(30) == 1, service.log_tail()
 
 
+def test_workers_that_keep_dying_stop_the_service_with_status_1(service: RunningService):
+    """A crash loop is no service: past 10 replacements within a minute the supervisor gives up (exit 1), so that
+    docker's or Kubernetes' restart back-off and alerts take over."""
+    engine, _ = processes(service)
+    killed: set[int] = set()
+    while service.process.poll() is None and len(killed) < 20:
+        try:
+            workers = [pid for pid in children(service.process.pid) if pid != engine and alive(pid)]
+        except FileNotFoundError:  # the supervisor has just exited
+            break
+        for pid in set(workers) - killed:
+            os.kill(pid, signal.SIGKILL)
+            killed.add(pid)
+        time.sleep(0.05)
+    assert service.process.wait(30) == 1, service.log_tail()
+    assert 11 <= len(killed) <= 13, killed  # 10 replaced, and the 11th death ends it
+
+
 def test_the_supervisor_killed_outright_leaves_no_process_behind(service: RunningService):
     engine, workers = processes(service)
     service.process.kill()
