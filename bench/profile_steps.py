@@ -3,8 +3,9 @@
     python -m bench.profile_steps [--model-dir models/en-de] [--precision fp32] [--threads N]
                                   [--batch-sizes 1 16 64] [--beams 1 4] [--sentences 200]
 
-Wraps, in this process only, the runs of the translator's encoder, decoder and select (the cache reordering)
-sessions and the tokenizer, then translates the first N test sentences in batches.
+Wraps, in this process only, the runs of the translator's encoder, decoder, select (the cache reordering) and
+join (appending rows, growing the cache) sessions and the tokenizer, then translates the first N test sentences
+in batches.
 Everything else is the search in NumPy (for beam search: candidates, sorting, finished hypotheses) plus glue.
 CTranslate2 translates the same batches for comparison (its total only: it is all C++).
 Writes bench/results/profile.json and profile.md.
@@ -42,7 +43,7 @@ from core.search import SearchOptions
 from model.data import TEST_SPLIT
 from service.translator import Translator
 
-PARTS = ["encoder", "decoder", "select", "tokenizer"]
+PARTS = ["encoder", "decoder", "select", "join", "tokenizer"]
 
 
 class Stopwatch:
@@ -70,6 +71,7 @@ def instrument(t: Translator, watch: Stopwatch) -> None:
     t.encoder.run_with_iobinding = watch.wrap("encoder", t.encoder.run_with_iobinding)
     t.decoder.run_with_iobinding = watch.wrap("decoder", t.decoder.run_with_iobinding)
     t.select.run_with_iobinding = watch.wrap("select", t.select.run_with_iobinding)
+    t.join.run_with_iobinding = watch.wrap("join", t.join.run_with_iobinding)
     t.tokenizer.encode = watch.wrap("tokenizer", t.tokenizer.encode)
     t.tokenizer.decode = watch.wrap("tokenizer", t.tokenizer.decode)
 

@@ -3,7 +3,7 @@
     models/en-de/
         config.json       FolderConfig below: the pair, the model's dimensions and special ids, the files
         spm.model         the tokenizer (core.tokenizer), or Marian's source.spm, target.spm and vocab.json
-        encoder.onnx ...  one encoder and one decoder graph per precision, and select.onnx
+        encoder.onnx ...  one encoder and one decoder graph per precision
         model.pt          the PyTorch weights (training, evaluation and export read it; serving does not)
 
 Torch-free and ONNX-Runtime-free, so that model/, export/ and service/ all read it.
@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CONFIG_FILE = "config.json"
+OPSET = 18  # of every ONNX graph we write
+IR_VERSION = 10  # ONNX Runtime 1.31 reads IR versions up to 13; onnx's helpers would write 14
 # The special tokens of our SentencePiece models; a converted Marian model has its own ids in ModelConfig.
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
@@ -67,7 +69,6 @@ class FolderConfig:
     model: ModelConfig
     tokenizer: str | dict[str, str]  # core.tokenizer.Layout
     graphs: dict[str, dict[str, str]]  # precision -> {"encoder": file, "decoder": file}
-    select: str = "select.onnx"
     opset: int = 0
     versions: dict[str, str] = field(default_factory=dict)  # of the libraries that wrote the graphs
     parameters: int = 0

@@ -3,7 +3,7 @@
     python -m export CHECKPOINT --out MODEL_DIR [--spm SPM] [--variants fp32 int8 fp16]
 
 Writes encoder/decoder graphs for each precision (fp32: encoder.onnx; others: encoder.int8.onnx, ...),
-select.onnx, the tokenizer files and config.json. The tokenizer is the SentencePiece model SPM, or else the one
+the tokenizer files and config.json. The tokenizer is the SentencePiece model SPM, or else the one
 beside the checkpoint: spm.model, or a converted Marian model's source.spm, target.spm and vocab.json.
 """
 
@@ -19,9 +19,9 @@ import onnxruntime
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from core.folder import FolderConfig
+from core.folder import OPSET, FolderConfig
 from core.tokenizer import SPM_FILE, Layout, find_layout, layout_files
-from export.graphs import OPSET, export_decoder, export_encoder, write_select_graph
+from export.graphs import export_decoder, export_encoder
 from model.checkpoint import load_model
 
 VARIANTS = ("fp32", "int8", "fp16")
@@ -100,7 +100,6 @@ def export_model(checkpoint: Path, out: Path, spm: Path | None, variants: list[s
     fp32 = graph_names("fp32")
     export_encoder(model, out / fp32["encoder"])
     export_decoder(model, out / fp32["decoder"])
-    write_select_graph(out / "select.onnx", 2 * model.cfg.n_layers)
     convert = {"int8": quantize_int8, "fp16": convert_fp16}
     for precision in variants:
         if precision != "fp32":
@@ -112,7 +111,6 @@ def export_model(checkpoint: Path, out: Path, spm: Path | None, variants: list[s
         model=model.cfg,
         tokenizer=tokenizer,
         graphs={p: graph_names(p) for p in ["fp32", *[v for v in variants if v != "fp32"]]},
-        select="select.onnx",
         opset=OPSET,
         versions={"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
         parameters=model.num_parameters(),

@@ -2,12 +2,12 @@
 
 encoder.onnx   src (N, S) int64, src_mask (N, S) bool
                -> memory (N, S, D), cross_k_0, cross_v_0, cross_k_1, ... (each (N, H, S, Dh))
-decoder.onnx   tokens (N, 1) int64, width (1,) int64, src_mask, self_k_0, self_v_0, ... (each (N, H, T, Dh)),
-               cross_k_0, cross_v_0, ...
+decoder.onnx   tokens (N,) int64, positions (N,) int64, width (1,) int64, src_mask,
+               self_k_0, self_v_0, ... (each (N, H, L, Dh): L slots, L > every position), cross_k_0, cross_v_0, ...
                -> logits (N, V), top_logp (N, width), top_tokens (N, width),
-                  new_self_k_0, new_self_v_0, ... (each (N, H, T+1, Dh))              (T = 0 at the first step)
-select.onnx    x_0, x_1, ... (each (N, H, T, Dh)), rows (M,) int64 -> y_0, y_1, ... = x_i[rows]
-               (reorders a whole cache on the GPU in one run)
+                  new_self_k_0, new_self_v_0, ... (each (N, H, L, Dh): slot positions[i] of row i written)
+               Row i reads tokens[i] at positions[i] and attends to slots 0..positions[i]: rows at different
+               positions share a step.
 Every cache tensor is an input of its own (model.transformer.KVCache): slicing one stacked tensor would copy it.
 """
 
@@ -20,10 +20,8 @@ import torch
 from onnx import TensorProto, helper
 from torch import Tensor, nn
 
+from core.folder import IR_VERSION, OPSET
 from model.transformer import KVCache, Transformer
-
-OPSET = 18
-IR_VERSION = 10  # ONNX Runtime 1.31 reads IR versions up to 13; onnx's helpers would write 14
 
 
 def cache_names(prefix: str, n_layers: int) -> list[str]:
@@ -57,13 +55,13 @@ class DecoderGraph(nn.Module):
         self.model = model
 
     def forward(
-        self, tokens: Tensor, src_mask: Tensor, self_kv: list[Tensor], cross_kv: list[Tensor]
+        self, tokens: Tensor, positions: Tensor, src_mask: Tensor, self_kv: list[Tensor], cross_kv: list[Tensor]
     ) -> tuple[Tensor, ...]:
-        logits, new_self_kv = self.model.decode(tokens, pairs(cross_kv), src_mask, pairs(self_kv))
-        return logits[:, -1], *flatten(new_self_kv)
+        logits, new_self_kv = self.model.decode_step(tokens, positions, pairs(cross_kv), src_mask, pairs(self_kv))
+        return logits, *flatten(new_self_kv)
 
 
-def example_inputs(model: Transformer, batch: int = 2, src_len: int = 5, past: int = 3) -> dict:
+def example_inputs(model: Transformer, batch: int = 2, src_len: int = 5, slots: int = 6) -> dict:
     """Inputs of both graphs with a padded source, used for tracing and for parity checks."""
     cfg = model.cfg
     src = torch.randint(4, cfg.vocab_size, (batch, src_len))
@@ -72,9 +70,11 @@ def example_inputs(model: Transformer, batch: int = 2, src_len: int = 5, past: i
     src = src.masked_fill(~src_mask, cfg.pad_id)
     with torch.no_grad():
         _, *cross_kv = EncoderGraph(model)(src, src_mask)
-    self_kv = [torch.randn(batch, cfg.n_heads, past, cfg.d_head) for _ in range(2 * cfg.n_layers)]
-    tokens = torch.randint(4, cfg.vocab_size, (batch, 1))
-    return {"src": src, "src_mask": src_mask, "tokens": tokens, "self_kv": self_kv, "cross_kv": cross_kv}
+    self_kv = [torch.randn(batch, cfg.n_heads, slots, cfg.d_head) for _ in range(2 * cfg.n_layers)]
+    tokens = torch.randint(4, cfg.vocab_size, (batch,))
+    positions = torch.arange(batch) + 1
+    return {"src": src, "src_mask": src_mask, "tokens": tokens, "positions": positions, "self_kv": self_kv,
+            "cross_kv": cross_kv}
 
 
 def export_encoder(model: Transformer, path: Path) -> None:
@@ -92,15 +92,16 @@ def export_encoder(model: Transformer, path: Path) -> None:
 
 def export_decoder(model: Transformer, path: Path) -> None:
     x, layers = example_inputs(model), model.cfg.n_layers
-    n, s, t = torch.export.Dim("batch"), torch.export.Dim("src_len"), torch.export.Dim("past_len")
+    n, s, t = torch.export.Dim("batch"), torch.export.Dim("src_len"), torch.export.Dim("slots")
     _export(
         DecoderGraph(model),
-        (x["tokens"], x["src_mask"], x["self_kv"], x["cross_kv"]),
+        (x["tokens"], x["positions"], x["src_mask"], x["self_kv"], x["cross_kv"]),
         path,
-        input_names=["tokens", "src_mask", *cache_names("self", layers), *cache_names("cross", layers)],
+        input_names=["tokens", "positions", "src_mask", *cache_names("self", layers), *cache_names("cross", layers)],
         output_names=["logits", *cache_names("new_self", layers)],
         dynamic_shapes={
             "tokens": {0: n},
+            "positions": {0: n},
             "src_mask": {0: n, 1: s},
             "self_kv": [{0: n, 2: t}] * (2 * layers),
             "cross_kv": [{0: n, 2: s}] * (2 * layers),
@@ -140,16 +141,3 @@ def _export(module: nn.Module, args: tuple, path: Path, **kwargs) -> None:
     graph.ir_version = min(graph.ir_version, IR_VERSION)
     onnx.save(graph, str(path))
     onnx.checker.check_model(str(path))
-
-
-def write_select_graph(path: Path, count: int, dtype: int = TensorProto.FLOAT) -> None:
-    """A graph that gathers the same rows of `count` tensors along their first (batch) axis."""
-    shape = ["N", "H", "T", "Dh"]
-    rows = helper.make_tensor_value_info("rows", TensorProto.INT64, ["M"])
-    xs = [helper.make_tensor_value_info(f"x_{i}", dtype, shape) for i in range(count)]
-    ys = [helper.make_tensor_value_info(f"y_{i}", dtype, ["M", *shape[1:]]) for i in range(count)]
-    nodes = [helper.make_node("Gather", [f"x_{i}", "rows"], [f"y_{i}"], axis=0) for i in range(count)]
-    graph = helper.make_graph(nodes, "select", [*xs, rows], ys)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))

@@ -1,45 +1,68 @@
-"""Translating with the PyTorch model: step decoders for core.search, with and without a cache."""
+"""Translating with the PyTorch model: decoders for core.search, with and without a cache."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
-from core.search import Hypothesis, SearchOptions, search
+from core.search import Hypothesis, SearchOptions, cache_slots, search
 from core.tokenizer import AnyTokenizer
 from core.translate import translate_texts
 from model.transformer import KVCache, Transformer, best_next_tokens
 
 
 class CachedDecoder:
-    """One token per step; self-attention keys/values are cached, encoder keys/values computed once."""
+    """A decoder (core.search.Decoder) over the PyTorch model: one token per row per step; self-attention keys and
+    values in a cache of cache_slots() slots, encoder keys and values computed once per sentence."""
 
-    def __init__(self, model: Transformer, src: np.ndarray, src_mask: np.ndarray, repeat: int):
+    def __init__(self, model: Transformer):
         self.model = model
-        device = next(model.parameters()).device
-        src_t = torch.as_tensor(src, device=device)
-        mask_t = torch.as_tensor(src_mask, device=device)
-        memory = model.encode(src_t, mask_t)
-        rows = torch.arange(len(src), device=device).repeat_interleave(repeat)  # each sentence `repeat` times
-        self.cross_kv, self.src_mask = _select(model.cross_keys_values(memory), rows), mask_t[rows]
-        self.self_kv = model.empty_cache(len(rows), memory)
+        self.device = next(model.parameters()).device
+        self.cross_kv: KVCache = []
+        self.self_kv: KVCache = []
+        self.src_mask = torch.zeros(0, 0, dtype=torch.bool, device=self.device)
+        self.positions = torch.zeros(0, dtype=torch.long, device=self.device)  # each row's next position
+
+    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+        mask_t = self._tensor(src_mask)
+        memory = self.model.encode(self._tensor(src), mask_t)
+        rows = self._tensor(np.repeat(np.arange(len(src)), repeat))  # sentence i repeat[i] times
+        cross_kv, src_mask_t = _select(self.model.cross_keys_values(memory), rows), mask_t[rows]
+        if not len(self.positions):
+            self.cross_kv, self.src_mask = cross_kv, src_mask_t
+            self.self_kv = self.model.empty_cache(len(rows), cache_slots(1, self.model.cfg.max_len), memory)
+        else:  # the new rows after the running ones, the encoder outputs padded to the longer source
+            length = max(self.src_mask.size(1), src_mask_t.size(1))
+            self.cross_kv = [(_cat(k0, k1, length), _cat(v0, v1, length)) for (k0, v0), (k1, v1) in
+                             zip(self.cross_kv, cross_kv)]
+            self.src_mask = _cat(self.src_mask, src_mask_t, length)
+            slots = self.self_kv[0][0].size(2)
+            new = self.model.empty_cache(len(rows), slots, memory)
+            self.self_kv = [(torch.cat([k0, k1]), torch.cat([v0, v1])) for (k0, v0), (k1, v1) in zip(self.self_kv, new)]
+        self.positions = torch.cat([self.positions, torch.zeros_like(rows)])
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-        tokens_t = self._tensor(tokens)[:, None]
-        logits, self.self_kv = self.model.decode(tokens_t, self.cross_kv, self.src_mask, self.self_kv)
+        slots = cache_slots(int(self.positions.max()) + 1, self.model.cfg.max_len)
+        if slots > self.self_kv[0][0].size(2):
+            self.self_kv = [(_pad_slots(k, slots), _pad_slots(v, slots)) for k, v in self.self_kv]
+        logits, self.self_kv = self.model.decode_step(self._tensor(tokens), self.positions, self.cross_kv,
+                                                      self.src_mask, self.self_kv)
+        self.positions = self.positions + 1
         return self._best(logits, width)
 
     def _tensor(self, x: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(x, device=self.src_mask.device)
+        return torch.as_tensor(x, device=self.device)
 
     @staticmethod
     def _best(logits: torch.Tensor, width: int) -> tuple[np.ndarray, np.ndarray]:
-        """The best next tokens after the last position, and their log-probabilities, as NumPy arrays."""
-        logp, tokens = best_next_tokens(logits[:, -1].float(), width)
+        """The best next tokens of each row of logits (N, V), and their log-probabilities, as NumPy arrays."""
+        logp, tokens = best_next_tokens(logits.float(), width)
         return tokens.cpu().numpy(), logp.cpu().numpy()
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        self.self_kv = _select(self.self_kv, self._tensor(rows))
+        index = self._tensor(rows)
+        self.self_kv, self.positions = _select(self.self_kv, index), self.positions[index]
         if cross_rows is not None:
             index = self._tensor(cross_rows)
             self.cross_kv, self.src_mask = _select(self.cross_kv, index), self.src_mask[index]
@@ -49,17 +72,37 @@ def _select(cache: KVCache, rows: torch.Tensor) -> KVCache:
     return [(k[rows], v[rows]) for k, v in cache]
 
 
-class UncachedDecoder(CachedDecoder):
-    """The naive baseline: every step re-runs the decoder over the whole prefix."""
+def _cat(a: torch.Tensor, b: torch.Tensor, length: int) -> torch.Tensor:
+    """a and b, padded with zeros (False) to `length` along their source axis (1 of a mask, 2 of a cache), stacked."""
+    axis = 1 if a.dim() == 2 else 2
+    pad = lambda x: F.pad(x, [0, 0] * (x.dim() - 1 - axis) + [0, length - x.size(axis)])  # noqa: E731
+    return torch.cat([pad(a), pad(b)])
 
-    def __init__(self, model: Transformer, src: np.ndarray, src_mask: np.ndarray, repeat: int):
-        super().__init__(model, src, src_mask, repeat)
-        self.prefix = torch.zeros(len(self.src_mask), 0, dtype=torch.long, device=self.src_mask.device)
+
+def _pad_slots(x: torch.Tensor, slots: int) -> torch.Tensor:
+    """A cache tensor (N, H, L, Dh) grown to `slots` slots with zeros."""
+    return F.pad(x, [0, 0, 0, slots - x.size(2)])
+
+
+class UncachedDecoder(CachedDecoder):
+    """The naive baseline: every step re-runs the decoder over each row's whole prefix."""
+
+    def __init__(self, model: Transformer):
+        super().__init__(model)
+        self.prefix = torch.zeros(0, 0, dtype=torch.long, device=self.device)  # right-padded; row i's next at
+        # self.positions[i]
+
+    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+        super().add(src, src_mask, repeat)
+        self.prefix = F.pad(self.prefix, [0, 0, 0, len(self.positions) - len(self.prefix)])
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-        self.prefix = torch.cat([self.prefix, self._tensor(tokens)[:, None]], dim=1)
-        empty = self.model.empty_cache(len(self.prefix), self.cross_kv[0][0])
-        logits, _ = self.model.decode(self.prefix, self.cross_kv, self.src_mask, empty)
+        rows = torch.arange(len(tokens), device=self.device)
+        self.prefix = F.pad(self.prefix, [0, max(0, int(self.positions.max()) + 1 - self.prefix.size(1))])
+        self.prefix[rows, self.positions] = self._tensor(tokens)
+        logits = self.model.decode(self.prefix, self.cross_kv, self.src_mask)  # causal: padding after a row's
+        logits = logits[rows, self.positions]  # position does not reach it
+        self.positions = self.positions + 1
         return self._best(logits, width)
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
@@ -72,8 +115,8 @@ def translate_ids(
     model: Transformer, sources: list[list[int]], opts: SearchOptions, cached: bool = True
 ) -> list[list[Hypothesis]]:
     """Translate one batch of source ids (ModelConfig.source_ids)."""
-    decoder = CachedDecoder if cached else UncachedDecoder
-    return search(lambda s, m, r: decoder(model, s, m, r), sources, opts, model.cfg)
+    decoder = CachedDecoder(model) if cached else UncachedDecoder(model)
+    return search(decoder, sources, opts, model.cfg)
 
 
 def translate(

@@ -4,9 +4,10 @@ Shapes: N batch, S source length, T target length, H heads, D d_model, Dh = D / 
 Masks are boolean and True where attention is allowed.
 
 Decoding one step at a time uses two caches (type KVCache), each a list with one (keys, values) pair per decoder
-layer, each tensor (N, H, T, Dh):
-    self_kv   keys and values of the target positions decoded so far
-    cross_kv  keys and values of the encoder output (T = S), computed once per sentence
+layer, each tensor (N, H, L, Dh):
+    self_kv   keys and values of the target positions decoded so far, in L >= every row's length slots: row i's
+              position p is slot p, so rows of different lengths share a batch (a row can join a running batch)
+    cross_kv  keys and values of the encoder output (L = S), computed once per sentence
 Separate tensors rather than one stacked tensor: in an ONNX graph every slice of a tensor is a copy, and copying
 the caches at every step cost the exported decoder a third of its time.
 """
@@ -130,6 +131,12 @@ class EncoderLayer(nn.Module):
         return self.res_ffn.output(x, self.ffn(self.res_ffn.input(x)))
 
 
+def write_slot(cache: Tensor, slot: tuple[Tensor, Tensor, Tensor], new: Tensor) -> Tensor:
+    """cache (N, H, L, Dh) with new (N, H, 1, Dh) written at each row's position (decode_step's `slot`): one
+    ScatterND in ONNX, a copy of the cache and N * H small writes."""
+    return cache.index_put(slot, new[:, :, 0])
+
+
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -143,19 +150,23 @@ class DecoderLayer(nn.Module):
     def forward(
         self,
         x: Tensor,
-        past_kv: tuple[Tensor, Tensor],
         cross_kv: tuple[Tensor, Tensor],
         self_mask: Tensor | None,
         src_mask: Tensor,
+        cache: tuple[Tensor, Tensor] | None = None,
+        slot: tuple[Tensor, Tensor, Tensor] | None = None,
     ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-        """x (N, T, D) are the new positions; past_kv the cached keys and values, each (N, H, Tpast, Dh).
+        """x (N, T, D) are target positions. Without a cache they attend to each other (under self_mask).
 
-        Returns the new x and this layer's self-attention keys and values over all positions, (N, H, Tpast+T, Dh).
+        With a cache (each (N, H, L, Dh)), x is one step (T = 1): its keys and values are written into the cache at
+        `slot`, the index (row, head, row's position) of every row and head; its query attends to the slots
+        self_mask allows.
+        Returns the new x and this layer's self-attention keys and values, (N, H, T or L, Dh).
         """
         h = self.res_self.input(x)
         k, v = self.self_attn.keys_values(h)
-        k = torch.cat([past_kv[0], k], dim=2)
-        v = torch.cat([past_kv[1], v], dim=2)
+        if cache is not None:
+            k, v = write_slot(cache[0], slot, k), write_slot(cache[1], slot, v)
         x = self.res_self.output(x, self.self_attn(h, k, v, self_mask))
         h = self.res_cross.input(x)
         x = self.res_cross.output(x, self.cross_attn(h, *cross_kv, src_mask))
@@ -182,14 +193,13 @@ class Transformer(nn.Module):
         # Only when configured, so that checkpoints without it load; -inf bans a token (Marian: its <pad>).
         self.register_buffer("output_bias", torch.zeros(cfg.vocab_size) if cfg.output_bias else None)
 
-    def embed_tokens(self, ids: Tensor, offset: int = 0) -> Tensor:
-        """Embedding * sqrt(d_model) + positional encoding, then dropout; positions start at `offset`."""
-        pe = self.positions[offset : offset + ids.size(1)]
-        return self.dropout(self.embed(ids) * math.sqrt(self.cfg.d_model) + pe)
+    def embed_tokens(self, ids: Tensor, positions: Tensor) -> Tensor:
+        """Embedding * sqrt(d_model) + positional encoding, then dropout; positions has the shape of ids."""
+        return self.dropout(self.embed(ids) * math.sqrt(self.cfg.d_model) + self.positions[positions])
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """src (N, S) ids, src_mask (N, S) True at real tokens -> encoder output (N, S, D)."""
-        x = self.embed_tokens(src)
+        x = self.embed_tokens(src, torch.arange(src.size(1), device=src.device))
         key_mask = src_mask[:, None, None, :]
         for layer in self.encoder:
             x = layer(x, key_mask)
@@ -199,49 +209,54 @@ class Transformer(nn.Module):
         """Every decoder layer's cross-attention keys and values of the encoder output, each (N, H, S, Dh)."""
         return [layer.cross_attn.keys_values(memory) for layer in self.decoder]
 
-    def empty_cache(self, batch: int, like: Tensor) -> KVCache:
-        """A self-attention cache with no positions yet: every keys and values tensor (N, H, 0, Dh)."""
+    def empty_cache(self, batch: int, length: int, like: Tensor) -> KVCache:
+        """A self-attention cache of `length` slots, all zero: every keys and values tensor (N, H, length, Dh)."""
         c = self.cfg
-        empty = like.new_zeros(batch, c.n_heads, 0, c.d_head)
+        empty = like.new_zeros(batch, c.n_heads, length, c.d_head)
         return [(empty, empty) for _ in range(c.n_layers)]
 
-    def decode(
-        self,
-        tgt: Tensor,
-        cross_kv: KVCache,
-        src_mask: Tensor,
-        self_kv: KVCache,
-        tgt_mask: Tensor | None = None,
-    ) -> tuple[Tensor, KVCache]:
-        """Run the decoder over the new target positions tgt (N, T) after the cached ones in self_kv.
+    def decode(self, tgt: Tensor, cross_kv: KVCache, src_mask: Tensor, tgt_mask: Tensor | None = None) -> Tensor:
+        """Teacher-forced decoding of tgt (N, T) under the look-ahead mask and the target padding mask tgt_mask
+        (N, T): the logits (N, T, V) at every position."""
+        x = self.embed_tokens(tgt, torch.arange(tgt.size(1), device=tgt.device))
+        self_mask = causal_mask(tgt.size(1), tgt.device)[None, None]
+        if tgt_mask is not None:
+            self_mask = self_mask & tgt_mask[:, None, None, :]
+        key_mask = src_mask[:, None, None, :]
+        for layer, layer_cross_kv in zip(self.decoder, cross_kv):
+            x, _ = layer(x, layer_cross_kv, self_mask, key_mask)
+        return self.project(x)
 
-        With an empty cache and T > 1 this is ordinary (teacher-forced) decoding, under the look-ahead mask
-        and the target padding mask tgt_mask (N, T). With T = 1 it is one step of incremental decoding.
-        Returns the logits (N, T, V) and the grown cache (each tensor (N, H, Tpast + T, Dh)).
-        """
-        past = self_kv[0][0].size(2)
-        x = self.embed_tokens(tgt, offset=past)
-        self_mask = None
-        if tgt.size(1) > 1:
-            self_mask = causal_mask(tgt.size(1), tgt.device)[None, None]
-            if tgt_mask is not None:
-                self_mask = self_mask & tgt_mask[:, None, None, :]
+    def decode_step(
+        self, tokens: Tensor, positions: Tensor, cross_kv: KVCache, src_mask: Tensor, self_kv: KVCache
+    ) -> tuple[Tensor, KVCache]:
+        """One step of incremental decoding: row i reads tokens[i] (N,) at positions[i] (N,), writes its keys and
+        values into slot positions[i] of self_kv (each (N, H, L, Dh), L > every position) and attends to slots
+        0..positions[i]. Rows at different positions share a step: a row that joins a running batch starts at
+        position 0, its slots beyond its position unused.
+        Returns the next-token logits (N, V) and the cache with this step written."""
+        x = self.embed_tokens(tokens[:, None], positions[:, None])
+        n, h, length = self_kv[0][0].shape[:3]
+        slots = torch.arange(length, device=tokens.device)
+        self_mask = (slots[None, :] <= positions[:, None])[:, None, None, :]  # (N, 1, 1, L)
+        slot = (torch.arange(n, device=tokens.device)[:, None], torch.arange(h, device=tokens.device)[None, :],
+                positions[:, None])
         key_mask = src_mask[:, None, None, :]
         new_kv = []
-        for layer, past_kv, layer_cross_kv in zip(self.decoder, self_kv, cross_kv):
-            x, kv = layer(x, past_kv, layer_cross_kv, self_mask, key_mask)
+        for layer, cache, layer_cross_kv in zip(self.decoder, self_kv, cross_kv):
+            x, kv = layer(x, layer_cross_kv, self_mask, key_mask, cache, slot)
             new_kv.append(kv)
+        return self.project(x)[:, 0], new_kv
+
+    def project(self, x: Tensor) -> Tensor:
+        """The decoder's output (N, T, D) -> logits (N, T, V), through the shared embedding."""
         logits = self.decoder_norm(x) @ self.embed.weight.T
-        if self.output_bias is not None:
-            logits = logits + self.output_bias
-        return logits, new_kv
+        return logits if self.output_bias is None else logits + self.output_bias
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_mask: Tensor) -> Tensor:
         """Teacher-forced logits (N, T, V) for training."""
         memory = self.encode(src, src_mask)
-        cross_kv = self.cross_keys_values(memory)
-        logits, _ = self.decode(tgt_in, cross_kv, src_mask, self.empty_cache(src.size(0), memory), tgt_mask)
-        return logits
+        return self.decode(tgt_in, self.cross_keys_values(memory), src_mask, tgt_mask)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

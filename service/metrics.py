@@ -28,28 +28,30 @@ class Metrics:
         )
         # the engine
         self.batch_size = Histogram(
-            "translator_batch_size", "Sentences per translator run", buckets=BATCH_BUCKETS, registry=r
+            "translator_batch_size", "Sentences in the running batch, at each decoder step", buckets=BATCH_BUCKETS,
+            registry=r,
         )
         self.queue_depth = Gauge(
             "translator_queue_depth", "Sentences waiting for a batch, by model", ["model"], registry=r,
             multiprocess_mode="livesum",
         )
         self.queue_wait = Histogram(
-            "translator_queue_wait_seconds", "Time a sentence waits before its batch runs",
+            "translator_queue_wait_seconds", "Time a sentence waits before it joins the running batch",
             buckets=LATENCY_BUCKETS, registry=r,
         )
         self.running_rows = Gauge(
-            "translator_running_rows", "Decoder rows (sentences x beams) in the batches running now", registry=r,
+            "translator_running_rows", "Decoder rows (sentences x beams) in the running batches now", registry=r,
             multiprocess_mode="livesum",
         )
         self.decoder_steps = Counter("translator_decoder_steps", "Decoder steps run (rate: steps per second)",
                                      registry=r)
         self.step_time = Histogram(
-            "translator_step_seconds", "Mean time of one decoder step, per batch", buckets=STEP_BUCKETS, registry=r
+            "translator_step_seconds", "Time of one decoder step", buckets=STEP_BUCKETS, registry=r
         )
         self.inference = Histogram(
-            "translator_inference_seconds", "Translator run time by stage", ["stage"], buckets=LATENCY_BUCKETS,
-            registry=r,
+            "translator_inference_seconds",
+            "Encoding sentences that join the batch, and decoding a sentence from join to end, by stage", ["stage"],
+            buckets=LATENCY_BUCKETS, registry=r,
         )
         self.input_tokens = Counter("translator_input_tokens", "Source tokens translated", registry=r)
         self.output_tokens = Counter("translator_output_tokens", "Target tokens produced", registry=r)

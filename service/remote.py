@@ -62,13 +62,12 @@ class EngineServer:
                 if (task := self.tasks.get(key)) is not None:
                     task.cancel()
                 continue
-            work = self._hello() if kind == "hello" else self._translate(*args)
-            self.tasks[key] = task = asyncio.create_task(self._answer(worker, request_id, work))
+            self.tasks[key] = task = asyncio.create_task(self._answer(worker, request_id, kind, args))
             task.add_done_callback(lambda _, key=key: self.tasks.pop(key, None))
 
-    async def _answer(self, worker: bytes, request_id: int, work: Any) -> None:
+    async def _answer(self, worker: bytes, request_id: int, kind: str, args: list[Any]) -> None:
         try:
-            reply = (request_id, "ok", await work)
+            reply = (request_id, "ok", await (self._hello() if kind == "hello" else self._translate(*args)))
         except asyncio.CancelledError:  # its worker no longer waits
             return
         except (QueueFull, ShuttingDown) as error:

@@ -36,11 +36,13 @@ class Settings(BaseSettings):
     threads: int = Field(0, ge=0, description="ONNX Runtime intra-op threads (0: one per core)")
     optimization: Literal["disable", "basic", "extended", "all"] = Field("all", description="graph optimizations")
     spin_threads: bool = Field(False, description="ONNX Runtime's idle threads spin for work (best without HTTP load)")
-    max_batch_sentences: int = Field(64, ge=1, description="sentences in one translator run")
-    max_batch_tokens: int = Field(4096, ge=1, description="padded source tokens in one translator run")
+    max_batch_sentences: int = Field(64, ge=1, description="sentences in the running batch at once (beams count once)")
+    max_batch_tokens: int = Field(
+        4096, ge=1, description="padded source tokens in the running batch (sentences x longest source)"
+    )
     max_wait_ms: float = Field(
-        0.0, ge=0, description="how long a batch waits to fill once it has one sentence (0: batches hold what queued "
-        "while the translator was busy, and a lone request runs at once)"
+        0.0, ge=0, description="how long an empty batch's first sentence waits for company (0: a lone request runs "
+        "at once; under load sentences join the running batch at every step anyway)"
     )
     max_queue: int = Field(1024, ge=1, description="sentences waiting; beyond it requests get 503")
     max_chars: int = Field(5000, ge=1, description="characters in one request")

@@ -3,8 +3,9 @@
     translator = Translator("models/en-de")
     translator.translate(["Hello, how are you?"])[0][0].text
 
-The caches stay on the device between steps (I/O binding; GPU memory on CUDA) and select.onnx reorders them
-there. The search itself is core.search.
+The caches stay on the device between steps (I/O binding; GPU memory on CUDA) and the cache graphs
+(service.cache_graphs) reorder, append and grow them there. The search itself is core.search: offline, search()
+over one OrtDecoder; in the server, the batcher's running batch over one.
 """
 
 from __future__ import annotations
@@ -12,16 +13,17 @@ from __future__ import annotations
 import ctypes
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 
 from core.folder import FolderConfig
-from core.search import Abandoned, Hypothesis, SearchOptions, nothing_abandoned, search
+from core.search import Hypothesis, SearchOptions, cache_slots, search
 from core.tokenizer import load_tokenizer
 from core.translate import Translation, translate_texts
+from service.cache_graphs import join_graph, select_graph
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +41,6 @@ class BatchResult:
     encode_seconds: float = 0.0
     decode_seconds: float = 0.0
     steps: int = 0  # decoder steps run
-
-
-@dataclass
-class Timer:
-    """Seconds spent encoding (encoder run) and decoding (everything after), for metrics."""
-
-    encode: float = 0.0
-    started: float = field(default_factory=time.perf_counter)
-    decoder: OrtDecoder | None = None
 
 
 def session_options(threads: int, optimization: str, spin_threads: bool) -> ort.SessionOptions:
@@ -95,9 +88,9 @@ class Translator:
         self.options = session_options(threads, optimization, spin_threads)
         self.encoder = self._session(graphs["encoder"], provider)
         self.decoder = self._session(graphs["decoder"], provider)
-        if "width" not in {x.name for x in self.decoder.get_inputs()}:
-            raise ValueError(f"{self.model_dir} holds graphs of an older export (stacked caches, no top-k); "
-                             "export its model.pt again with `python -m export`")
+        if "positions" not in {x.name for x in self.decoder.get_inputs()}:
+            raise ValueError(f"{self.model_dir} holds graphs of an older export (a cache that grows by concatenation, "
+                             "no positions); export its model.pt again with `python -m export`")
         self.provider = self.decoder.get_providers()[0]  # the truth: CUDA may have been asked for and fallen back
         if provider == "cuda" and self.provider != "CUDAExecutionProvider":
             log.warning("CUDA was asked for but is not usable here; ONNX Runtime runs on %s", self.provider)
@@ -105,17 +98,20 @@ class Translator:
             log.info("provider auto: ONNX Runtime runs on %s", self.provider)
         self.on_gpu = self.provider == "CUDAExecutionProvider"
         self.device = "cuda" if self.on_gpu else "cpu"  # where the caches stay between steps
-        self.select = self._session(self.config.select, provider)
         self.cross_names = names(self.encoder, "cross_", outputs=True)
         self.self_names = names(self.decoder, "self_")
+        self.select = self._session(select_graph(len(self.self_names)), provider)
+        self.join = self._session(join_graph(len(self.self_names)), provider)
         self.new_self_names = names(self.decoder, "new_self_", outputs=True)
         self.run_options = ort.RunOptions()
 
-    def _session(self, name: str, provider: str) -> ort.InferenceSession:
+    def _session(self, graph: str | bytes, provider: str) -> ort.InferenceSession:
+        """A session of a graph file of the folder, or of a graph built in memory."""
         if provider == "auto":
             ort.set_default_logger_severity(4)  # a failed CUDA probe is expected here, not an error
+        source = graph if isinstance(graph, bytes) else str(self.model_dir / graph)
         try:
-            return ort.InferenceSession(self.model_dir / name, self.options, providers=wanted_providers(provider))
+            return ort.InferenceSession(source, self.options, providers=wanted_providers(provider))
         finally:
             ort.set_default_logger_severity(2)
 
@@ -127,22 +123,16 @@ class Translator:
         """Source ids of each text, as the encoder reads them (ModelConfig.source_ids)."""
         return self.model_config.source_ids(self.tokenizer.encode(texts))
 
-    def translate_ids(
-        self, sources: list[list[int]], opts: SearchOptions, abandoned: Abandoned = nothing_abandoned
-    ) -> BatchResult:
-        """Translate one batch of source ids; returns hypotheses and where the time went. Sentences that
-        `abandoned` names leave the batch at the next step (core.search.Abandoned)."""
-        timer = Timer()
+    def new_decoder(self) -> OrtDecoder:
+        """An empty decoder for a running batch (core.search.RunningBatch)."""
+        return OrtDecoder(self)
 
-        def start(src: np.ndarray, src_mask: np.ndarray, repeat: int):
-            timer.decoder = OrtDecoder(self, src, src_mask, repeat)
-            timer.encode = time.perf_counter() - timer.started
-            return timer.decoder
-
-        hyps = search(start, sources, opts, self.model_config, abandoned)
-        total = time.perf_counter() - timer.started
-        steps = timer.decoder.steps if timer.decoder else 0
-        return BatchResult(hyps, encode_seconds=timer.encode, decode_seconds=total - timer.encode, steps=steps)
+    def translate_ids(self, sources: list[list[int]], opts: SearchOptions) -> BatchResult:
+        """Translate source ids in one running batch; returns hypotheses and where the time went."""
+        started, decoder = time.perf_counter(), self.new_decoder()
+        hyps = search(decoder, sources, opts, self.model_config)
+        total = time.perf_counter() - started
+        return BatchResult(hyps, decoder.encode_seconds, total - decoder.encode_seconds, decoder.steps)
 
     def release_memory(self) -> None:
         """Give the memory of past batches back to the system: ONNX Runtime's arenas keep what the largest batch
@@ -185,35 +175,62 @@ def names(session: ort.InferenceSession, prefix: str, outputs: bool = False) -> 
 
 
 class OrtDecoder:
-    """Step decoder (core.search.StepDecoder) whose caches stay where ONNX Runtime runs between steps.
+    """A decoder (core.search.Decoder) whose caches stay where ONNX Runtime runs between steps.
 
-    The graphs' cache outputs are bound to the device (GPU memory on CUDA) and fed back as inputs; select.onnx
-    reorders them there. Nothing but the tokens and the top-k crosses to NumPy, and on the CPU ONNX Runtime's
-    allocator reuses the caches' memory from step to step, where NumPy would allocate (and fault in) fresh pages.
+    The graphs' cache outputs are bound to the device (GPU memory on CUDA) and fed back as inputs; the cache graphs
+    (service.cache_graphs) reorder, append and grow them there. Nothing but the tokens, the positions and the top-k
+    crosses to NumPy, and on the CPU ONNX Runtime's allocator reuses the caches' memory from step to step, where
+    NumPy would allocate (and fault in) fresh pages.
     """
 
-    def __init__(self, translator: Translator, src: np.ndarray, src_mask: np.ndarray, repeat: int):
+    def __init__(self, translator: Translator):
         self.translator = translator
-        binding = translator.encoder.io_binding()
+        self.cross_kv: list[ort.OrtValue] = []
+        self.self_kv: list[ort.OrtValue] = []
+        self.src_mask = np.zeros((0, 0), dtype=bool)
+        self.positions = np.zeros(0, dtype=np.int64)  # each row's next position
+        self.steps = 0
+        self.encode_seconds = 0.0
+
+    @property
+    def slots(self) -> int:
+        return self.self_kv[0].shape()[2] if self.self_kv else 0
+
+    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+        started = time.perf_counter()
+        t, cfg = self.translator, self.translator.model_config
+        binding = t.encoder.io_binding()
         binding.bind_cpu_input("src", src)
         binding.bind_cpu_input("src_mask", src_mask)
-        for name in translator.cross_names:
-            binding.bind_output(name, translator.device)
-        translator.encoder.run_with_iobinding(binding, translator.run_options)
-        self.cross_kv = binding.get_outputs()
-        rows = np.repeat(np.arange(len(src)), repeat)  # each sentence `repeat` times
-        self.src_mask = src_mask[rows]
-        if repeat > 1:
-            self.cross_kv = self._gather(self.cross_kv, rows)
-        cfg = translator.model_config
-        empty = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
-        self.self_kv = [ort.OrtValue.ortvalue_from_numpy(empty, translator.device)] * len(translator.self_names)
-        self.steps = 0
+        for name in t.cross_names:
+            binding.bind_output(name, t.device)
+        t.encoder.run_with_iobinding(binding, t.run_options)
+        cross_kv, rows = binding.get_outputs(), np.repeat(np.arange(len(src)), repeat)  # sentence i repeat[i] times
+        if (repeat != 1).any():
+            cross_kv = self._run(t.select, "x", cross_kv, {"rows": rows})
+        if not len(self.positions):
+            self.cross_kv, self.src_mask = cross_kv, src_mask[rows]
+            empty = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
+            self.self_kv = self._join([empty] * len(t.self_names), [empty[:0]] * len(t.self_names),
+                                      cache_slots(1, cfg.max_len), 0)
+        else:  # the new rows after the running ones, the encoder outputs padded to the longer source
+            length = max(self.src_mask.shape[1], src_mask.shape[1])
+            self.cross_kv = self._join(self.cross_kv, cross_kv, length, length - src_mask.shape[1])
+            self.src_mask = np.concatenate([pad_columns(self.src_mask, length), pad_columns(src_mask[rows], length)])
+            new = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
+            self.self_kv = self._join(self.self_kv, [new] * len(self.self_kv), self.slots, self.slots)
+        self.positions = np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)])
+        self.encode_seconds += time.perf_counter() - started
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         t = self.translator
+        slots = cache_slots(int(self.positions.max()) + 1, t.model_config.max_len)
+        if slots > self.slots:
+            none = np.zeros((0, *self.self_kv[0].shape()[1:]), np.float32)
+            self.self_kv = self._join(self.self_kv, [none] * len(self.self_kv), slots, 0)
         binding = t.decoder.io_binding()
-        binding.bind_cpu_input("tokens", tokens[:, None])
+        binding.bind_cpu_input("tokens", tokens)
+        binding.bind_cpu_input("positions", self.positions)
         binding.bind_cpu_input("width", np.array([min(width, t.model_config.vocab_size)]))
         binding.bind_cpu_input("src_mask", self.src_mask)
         for name, value in [*zip(t.self_names, self.self_kv), *zip(t.cross_names, self.cross_kv)]:
@@ -224,20 +241,48 @@ class OrtDecoder:
             binding.bind_output(name, t.device)
         t.decoder.run_with_iobinding(binding, t.run_options)
         top_tokens, top_logp, *self.self_kv = binding.get_outputs()
+        self.positions = self.positions + 1
         self.steps += 1
         return top_tokens.numpy(), top_logp.numpy()
 
-    def _gather(self, values: list[ort.OrtValue], rows: np.ndarray) -> list[ort.OrtValue]:
-        """values[i][rows] for every i, on the device, in one run of select.onnx."""
-        binding = self.translator.select.io_binding()
-        for i, value in enumerate(values):
-            binding.bind_ortvalue_input(f"x_{i}", value)
-            binding.bind_output(f"y_{i}", self.translator.device)
-        binding.bind_cpu_input("rows", rows.astype(np.int64))
-        self.translator.select.run_with_iobinding(binding, self.translator.run_options)
+    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
+        if not len(rows):  # the batch is empty: the next add starts afresh
+            self.cross_kv, self.self_kv, self.positions = [], [], self.positions[:0]
+            return
+        rows = rows.astype(np.int64)
+        self.self_kv, self.positions = self._run(self.translator.select, "x", self.self_kv, {"rows": rows}), \
+            self.positions[rows]
+        if cross_rows is not None:
+            cross_rows = cross_rows.astype(np.int64)
+            self.cross_kv = self._run(self.translator.select, "x", self.cross_kv, {"rows": cross_rows})
+            self.src_mask = self.src_mask[cross_rows]
+
+    def _join(self, a: list, b: list, length: int, b_short: int) -> list[ort.OrtValue]:
+        """concat(a_i, b_i) along the rows, both padded with zeros to `length` along axis 2; b_i's axis 2 is
+        `b_short` shorter than that (0 when it has the length already)."""
+        a_short = length - (a[0].shape()[2] if isinstance(a[0], ort.OrtValue) else a[0].shape[2])
+        pads = {"pads_a": np.array([0, 0, 0, 0, 0, 0, a_short, 0]), "pads_b": np.array([0, 0, 0, 0, 0, 0, b_short, 0])}
+        return self._run(self.translator.join, "a", a, pads, second=("b", b))
+
+    def _run(self, session: ort.InferenceSession, prefix: str, values: list, cpu_inputs: dict[str, np.ndarray],
+             second: tuple[str, list] | None = None) -> list[ort.OrtValue]:
+        """Run a cache graph over values (inputs prefix_0, prefix_1, ...) on the device; outputs y_0, y_1, ..."""
+        t = self.translator
+        binding = session.io_binding()
+        for name, group in [(prefix, values), *([second] if second else [])]:
+            for i, value in enumerate(group):
+                if isinstance(value, ort.OrtValue):
+                    binding.bind_ortvalue_input(f"{name}_{i}", value)
+                else:
+                    binding.bind_cpu_input(f"{name}_{i}", value)
+        for name, value in cpu_inputs.items():
+            binding.bind_cpu_input(name, value)
+        for i in range(len(values)):
+            binding.bind_output(f"y_{i}", t.device)
+        session.run_with_iobinding(binding, t.run_options)
         return binding.get_outputs()
 
-    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        self.self_kv = self._gather(self.self_kv, rows)
-        if cross_rows is not None:
-            self.cross_kv, self.src_mask = self._gather(self.cross_kv, cross_rows), self.src_mask[cross_rows]
+
+def pad_columns(mask: np.ndarray, length: int) -> np.ndarray:
+    """A (N, S) bool mask padded with False to (N, length)."""
+    return np.pad(mask, [(0, 0), (0, length - mask.shape[1])])

@@ -30,7 +30,7 @@ from model.convert import convert
 from model.convert import main as convert_main
 from model.tokenizer import train_sentencepiece
 from model.transformer import Transformer, sinusoidal_positions
-from service.translator import OrtDecoder, Translator
+from service.translator import Translator
 
 torch.set_num_threads(1)
 
@@ -173,7 +173,7 @@ def test_the_model_folder_is_complete(model_dir: Path):
     config = json.loads((model_dir / "config.json").read_text())
     assert config["tokenizer"] == MARIAN_FILES
     assert config["name"] == "en-de"
-    for name in [*MARIAN_FILES.values(), config["select"], *(g for p in config["graphs"].values() for g in p.values())]:
+    for name in [*MARIAN_FILES.values(), *(g for p in config["graphs"].values() for g in p.values())]:
         assert (model_dir / name).is_file(), name
     cfg = config["model"]
     assert (cfg["activation"], cfg["position_layout"], cfg["output_bias"]) == ("silu", "concatenated", True)
@@ -319,7 +319,8 @@ def test_pad_is_banned_in_every_precision(model_dir: Path, precision: str):
     translator = Translator(model_dir, precision=precision, provider="cpu", threads=1)
     cfg = translator.model_config
     src, src_mask = pad_batch(translator.encode_texts(TEXTS[:3]), cfg.pad_id)
-    decoder = OrtDecoder(translator, src, src_mask, repeat=1)
+    decoder = translator.new_decoder()
+    decoder.add(src, src_mask, np.ones(3, dtype=np.int64))
     tokens, logp = decoder.step(np.full(3, cfg.bos_id), width=cfg.vocab_size)
     assert (tokens[:, -1] == cfg.pad_id).all() and np.isneginf(logp[:, -1]).all()
     assert np.isfinite(logp[:, :-1]).all()

@@ -451,7 +451,7 @@ def test_the_shipped_model_the_images_bake_in_exists():
     if not (model / "config.json").exists():
         pytest.fail("models/en-de is not exported yet: until it is, the images cannot be built", pytrace=False)
     config = json.loads((model / "config.json").read_text())
-    for name in [config["select"], config["tokenizer"], *config["graphs"]["fp32"].values()]:
+    for name in [config["tokenizer"], *config["graphs"]["fp32"].values()]:
         assert (model / name).is_file(), name
 
 

@@ -21,7 +21,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from core.search import SearchOptions, pad_batch
+from core.search import CACHE_SLOTS, SearchOptions, cache_slots, pad_batch
 from core.tokenizer import Tokenizer
 from export.__main__ import VARIANTS, export_model
 from export.graphs import cache_names, flatten, pairs
@@ -32,12 +32,13 @@ from model.decode import translate
 from model.tokenizer import train_sentencepiece
 from model.train import batch_loss, collate, encode_pairs
 from model.transformer import Transformer, best_next_tokens
+from service.cache_graphs import join_graph, select_graph
 from service.translator import Translator
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED_DIR = REPO / "models" / "en-de"
 SHIPPED_THREADS = 2  # the same on every machine, so that a near-tie between two outputs breaks the same way
-SHIPPED_FILES = ["model.pt", "spm.model", "config.json", "encoder.onnx", "decoder.onnx", "select.onnx"]
+SHIPPED_FILES = ["model.pt", "spm.model", "config.json", "encoder.onnx", "decoder.onnx"]
 MAX_IR_VERSION = 13  # the newest ONNX Runtime 1.31 reads
 ATOL = 1e-4  # fp32 logits and caches, ONNX Runtime against PyTorch
 
@@ -81,18 +82,17 @@ class Exported:
     directory: Path
 
     def __post_init__(self) -> None:
-        self.encoder, self.decoder, self.select = (
-            cpu_session(self.directory / f"{name}.onnx") for name in ("encoder", "decoder", "select")
-        )
+        self.encoder, self.decoder = (cpu_session(self.directory / f"{name}.onnx") for name in ("encoder", "decoder"))
 
     def translator(self, **kwargs) -> Translator:
         return Translator(self.directory, **{"provider": "cpu", "threads": 1, **kwargs})
 
 
-def cpu_session(path: Path) -> ort.InferenceSession:
+def cpu_session(graph: Path | bytes) -> ort.InferenceSession:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
-    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(graph if isinstance(graph, bytes) else str(graph), opts,
+                                providers=["CPUExecutionProvider"])
 
 
 @contextlib.contextmanager
@@ -170,25 +170,28 @@ def torch_encode(model: Transformer, src: np.ndarray, src_mask: np.ndarray) -> t
 
 @torch.inference_mode()
 def torch_step(
-    model: Transformer, tokens: np.ndarray, self_kv: Cache, cross_kv: Cache, src_mask: np.ndarray
+    model: Transformer, tokens: np.ndarray, positions: np.ndarray, self_kv: Cache, cross_kv: Cache, src_mask: np.ndarray
 ) -> tuple[np.ndarray, Cache]:
-    """One decoding step in PyTorch: logits (N, V) of the next token and the grown cache."""
+    """One decoding step in PyTorch: logits (N, V) of the next token and the cache with this step written."""
     self_t, cross_t = (pairs([torch.as_tensor(x) for x in cache]) for cache in (self_kv, cross_kv))
-    logits, new_self_kv = model.decode(torch.as_tensor(tokens[:, None]), cross_t, torch.as_tensor(src_mask), self_t)
-    return logits[:, -1].numpy(), [x.numpy() for x in flatten(new_self_kv)]
+    logits, new_self_kv = model.decode_step(torch.as_tensor(tokens), torch.as_tensor(positions), cross_t,
+                                            torch.as_tensor(src_mask), self_t)
+    return logits.numpy(), [x.numpy() for x in flatten(new_self_kv)]
 
 
-def step_feeds(tokens: np.ndarray, self_kv: Cache, cross_kv: Cache, src_mask: np.ndarray, width: int = 1) -> dict:
+def step_feeds(tokens: np.ndarray, positions: np.ndarray, self_kv: Cache, cross_kv: Cache, src_mask: np.ndarray,
+               width: int = 1) -> dict:
     layers = len(self_kv) // 2
-    feeds = {"tokens": tokens[:, None], "src_mask": src_mask, "width": np.array([width])}
+    feeds = {"tokens": tokens, "positions": positions, "src_mask": src_mask, "width": np.array([width])}
     return feeds | dict(zip(cache_names("self", layers), self_kv)) | dict(zip(cache_names("cross", layers), cross_kv))
 
 
 def ort_step(
-    session: ort.InferenceSession, tokens: np.ndarray, self_kv: Cache, cross_kv: Cache, src_mask: np.ndarray
+    session: ort.InferenceSession, tokens: np.ndarray, positions: np.ndarray, self_kv: Cache, cross_kv: Cache,
+    src_mask: np.ndarray,
 ) -> tuple[np.ndarray, Cache]:
     outputs = ["logits", *cache_names("new_self", len(self_kv) // 2)]
-    logits, *new_self_kv = session.run(outputs, step_feeds(tokens, self_kv, cross_kv, src_mask))
+    logits, *new_self_kv = session.run(outputs, step_feeds(tokens, positions, self_kv, cross_kv, src_mask))
     return logits, new_self_kv
 
 
@@ -197,10 +200,10 @@ def ort_encode(session: ort.InferenceSession, src: np.ndarray, src_mask: np.ndar
     return memory, cross_kv
 
 
-def empty_cache(model: Transformer, batch: int, length: int = 0, seed: int = 0) -> Cache:
-    """A self-attention cache of `length` random positions (no position when 0)."""
+def random_cache(model: Transformer, batch: int, slots: int = CACHE_SLOTS, seed: int = 0) -> Cache:
+    """A self-attention cache of `slots` slots of random keys and values."""
     cfg, rng = model.cfg, np.random.default_rng(seed)
-    shape = (batch, cfg.n_heads, length, cfg.d_head)
+    shape = (batch, cfg.n_heads, slots, cfg.d_head)
     return [rng.standard_normal(shape).astype(np.float32) for _ in range(2 * cfg.n_layers)]
 
 
@@ -223,10 +226,11 @@ def assert_steps_match(
     _, cross_kv = torch_encode(model, src, src_mask)
     _, ort_cross_kv = ort_encode(exported.encoder, src, src_mask, model.cfg.n_layers)
     assert_caches_close(ort_cross_kv, cross_kv, "cross_kv")
-    self_kv = empty_cache(model, len(src))
+    self_kv = random_cache(model, len(src), cache_slots(targets.shape[1], model.cfg.max_len))
     for t in range(targets.shape[1]):
-        logits, new_self_kv = torch_step(model, targets[:, t], self_kv, cross_kv, src_mask)
-        ort_logits, ort_new_self_kv = ort_step(exported.decoder, targets[:, t], self_kv, cross_kv, src_mask)
+        positions = np.full(len(src), t)
+        logits, new_self_kv = torch_step(model, targets[:, t], positions, self_kv, cross_kv, src_mask)
+        ort_logits, ort_new_self_kv = ort_step(exported.decoder, targets[:, t], positions, self_kv, cross_kv, src_mask)
         assert_close(ort_logits, logits, f"logits at step {t}")
         assert_caches_close(ort_new_self_kv, new_self_kv, f"new_self_kv at step {t}")
         self_kv = new_self_kv
@@ -238,7 +242,7 @@ def assert_steps_match(
 def test_graphs_pass_the_checker_with_a_readable_ir_version(exported: Exported):
     paths = sorted(exported.directory.glob("*.onnx"))
     names = {p.name for p in paths}
-    assert {"encoder.onnx", "decoder.onnx", "select.onnx", "encoder.int8.onnx", "decoder.fp16.onnx"} <= names
+    assert {"encoder.onnx", "decoder.onnx", "encoder.int8.onnx", "decoder.fp16.onnx"} <= names
     for path in paths:
         onnx.checker.check_model(str(path), full_check=True)
         assert onnx.load(str(path), load_external_data=False).ir_version <= MAX_IR_VERSION, path.name
@@ -254,37 +258,44 @@ def test_fp32_graphs_store_their_fp16_rounded_weights_as_fp16(exported: Exported
                 assert not np.array_equal(values.astype(np.float16).astype(np.float32), values), (name, w.name)
 
 
-SHAPES = [  # (batch, source lengths, cached positions): none is the export example's (2, 5, 3)
-    pytest.param([1], 0, id="batch1-src1-T0"),
-    pytest.param([9], 0, id="batch1-T0"),
-    pytest.param([9], 4, id="batch1-T4"),
-    pytest.param([11, 3, 7], 0, id="batch3-padded-T0"),
-    pytest.param([2, 12, 6, 1, 12], 17, id="batch5-padded-T17"),
+SHAPES = [  # (source lengths, each row's position): none is the export example's (2 rows, source 5, 6 slots)
+    pytest.param([1], [0], id="batch1-src1-p0"),
+    pytest.param([9], [0], id="batch1-p0"),
+    pytest.param([9], [4], id="batch1-p4"),
+    pytest.param([11, 3, 7], [0, 0, 0], id="batch3-padded-p0"),
+    pytest.param([2, 12, 6, 1, 12], [17, 17, 17, 17, 17], id="batch5-padded-p17"),
+    pytest.param([2, 12, 6, 1, 12], [0, 15, 3, 31, 8], id="batch5-padded-mixed-positions"),
 ]
 
 
-@pytest.mark.parametrize("lengths,past", SHAPES)
-def test_encoder_matches_pytorch_at_any_shape(exported: Exported, lengths: list[int], past: int):
+@pytest.mark.parametrize("lengths,positions", SHAPES)
+def test_encoder_matches_pytorch_at_any_shape(exported: Exported, lengths: list[int], positions: list[int]):
     model = exported.model
-    src, src_mask = random_source(model, lengths, seed=len(lengths) + past)
+    src, src_mask = random_source(model, lengths, seed=len(lengths) + positions[0])
     memory, cross_kv = torch_encode(model, src, src_mask)
     ort_memory, ort_cross_kv = ort_encode(exported.encoder, src, src_mask, model.cfg.n_layers)
     assert_close(ort_memory, memory, "memory")
     assert_caches_close(ort_cross_kv, cross_kv, "cross_kv")
 
 
-@pytest.mark.parametrize("lengths,past", SHAPES)
-def test_decoder_step_matches_pytorch_at_any_shape(exported: Exported, lengths: list[int], past: int):
-    model = exported.model
-    src, src_mask = random_source(model, lengths, seed=len(lengths) + past)
+@pytest.mark.parametrize("lengths,positions", SHAPES)
+def test_decoder_step_matches_pytorch_at_any_shape(exported: Exported, lengths: list[int], positions: list[int]):
+    """Rows at different positions share a step; each writes its slot of the cache and no other."""
+    model, position = exported.model, np.array(positions)
+    src, src_mask = random_source(model, lengths, seed=len(lengths) + positions[0])
     _, cross_kv = torch_encode(model, src, src_mask)
-    self_kv = empty_cache(model, len(lengths), past, seed=past)
-    tokens = np.random.default_rng(past).integers(4, model.cfg.vocab_size, len(lengths))
-    logits, new_self_kv = torch_step(model, tokens, self_kv, cross_kv, src_mask)
-    ort_logits, ort_new_self_kv = ort_step(exported.decoder, tokens, self_kv, cross_kv, src_mask)
+    slots = cache_slots(int(position.max()) + 1, model.cfg.max_len)
+    self_kv = random_cache(model, len(lengths), slots, seed=positions[-1])
+    tokens = np.random.default_rng(positions[-1]).integers(4, model.cfg.vocab_size, len(lengths))
+    logits, new_self_kv = torch_step(model, tokens, position, self_kv, cross_kv, src_mask)
+    ort_logits, ort_new_self_kv = ort_step(exported.decoder, tokens, position, self_kv, cross_kv, src_mask)
     n, cfg = len(lengths), model.cfg
     assert ort_logits.shape == (n, cfg.vocab_size)
-    assert {x.shape for x in ort_new_self_kv} == {(n, cfg.n_heads, past + 1, cfg.d_head)}
+    assert {x.shape for x in ort_new_self_kv} == {(n, cfg.n_heads, slots, cfg.d_head)}
+    for old, new in zip(self_kv, ort_new_self_kv):
+        written = np.zeros(old.shape[:1] + old.shape[2:3], dtype=bool)
+        written[np.arange(n), position] = True
+        np.testing.assert_array_equal(new.transpose(0, 2, 1, 3)[~written], old.transpose(0, 2, 1, 3)[~written])
     assert_close(ort_logits, logits, "logits")
     assert_caches_close(ort_new_self_kv, new_self_kv, "new_self_kv")
 
@@ -294,10 +305,10 @@ def test_decoder_top_k_is_pytorch_s_best_next_tokens(exported: Exported, width: 
     model = exported.model
     src, src_mask = random_source(model, [9, 4, 6], seed=width)
     _, cross_kv = torch_encode(model, src, src_mask)
-    self_kv, tokens = empty_cache(model, 3, 2, seed=width), np.array([5, 6, 7])
-    logits, _ = torch_step(model, tokens, self_kv, cross_kv, src_mask)
+    self_kv, tokens, positions = random_cache(model, 3, seed=width), np.array([5, 6, 7]), np.array([2, 0, 5])
+    logits, _ = torch_step(model, tokens, positions, self_kv, cross_kv, src_mask)
     expected_logp, expected_tokens = best_next_tokens(torch.as_tensor(logits), width)
-    feeds = step_feeds(tokens, self_kv, cross_kv, src_mask, width)
+    feeds = step_feeds(tokens, positions, self_kv, cross_kv, src_mask, width)
     top_logp, top_tokens = exported.decoder.run(["top_logp", "top_tokens"], feeds)
     assert top_tokens.shape == (3, width)
     np.testing.assert_array_equal(top_tokens, expected_tokens.numpy())
@@ -316,15 +327,32 @@ def test_decoding_steps_match_pytorch_on_padded_batches(exported: Exported, seed
 
 
 @pytest.mark.parametrize("rows", [[4, 0, 0, 2], [1], [4, 3, 2, 1, 0], [0, 0, 0, 0, 0, 0, 0, 0]])
-@pytest.mark.parametrize("past", [0, 3])
-def test_select_gathers_rows(exported: Exported, rows: list[int], past: int):
-    count = 2 * exported.model.cfg.n_layers
-    rng, index = np.random.default_rng(past), np.array(rows, dtype=np.int64)
-    xs = [rng.standard_normal((5, 3, past, 4)).astype(np.float32) for _ in range(count)]
+@pytest.mark.parametrize("slots", [0, 3])
+def test_select_graph_gathers_rows(rows: list[int], slots: int):
+    rng, index = np.random.default_rng(slots), np.array(rows, dtype=np.int64)
+    xs = [rng.standard_normal((5, 3, slots, 4)).astype(np.float32) for _ in range(4)]
     feeds = {f"x_{i}": x for i, x in enumerate(xs)} | {"rows": index}
-    ys = exported.select.run([f"y_{i}" for i in range(count)], feeds)
+    ys = cpu_session(select_graph(4)).run([f"y_{i}" for i in range(4)], feeds)
     for x, y in zip(xs, ys):
         np.testing.assert_array_equal(y, x[index])
+
+
+@pytest.mark.parametrize("a_rows,a_length,b_rows,b_length,length", [(3, 5, 2, 7, 7), (3, 16, 2, 0, 16),
+                                                                     (4, 16, 0, 32, 32), (0, 0, 2, 16, 16)])
+def test_join_graph_appends_rows_padded_with_zeros(a_rows: int, a_length: int, b_rows: int, b_length: int,
+                                                   length: int):
+    """Sentences that join (encoder outputs of another length, empty self-attention caches) and a cache that grows."""
+    rng = np.random.default_rng(a_rows + b_length)
+    a = [rng.standard_normal((a_rows, 3, a_length, 4)).astype(np.float32) for _ in range(2)]
+    b = [rng.standard_normal((b_rows, 3, b_length, 4)).astype(np.float32) for _ in range(2)]
+    pads = {name: np.array([0, 0, 0, 0, 0, 0, length - n, 0])
+            for name, n in (("pads_a", a_length), ("pads_b", b_length))}
+    feeds = {f"a_{i}": x for i, x in enumerate(a)} | {f"b_{i}": x for i, x in enumerate(b)} | pads
+    ys = cpu_session(join_graph(2)).run(["y_0", "y_1"], feeds)
+    for x, z, y in zip(a, b, ys):
+        expected = np.zeros((a_rows + b_rows, 3, length, 4), np.float32)
+        expected[:a_rows, :, :a_length], expected[a_rows:, :, :b_length] = x, z
+        np.testing.assert_array_equal(y, expected)
 
 
 # --- the translator -----------------------------------------------------------------------------------------
@@ -353,7 +381,7 @@ def test_a_beam_wider_than_half_the_vocabulary_works(exported: Exported):
 def test_graphs_of_an_older_export_are_refused_clearly(exported: Exported, tmp_path: Path):
     old = tmp_path / "old"
     shutil.copytree(exported.directory, old)
-    shutil.copy(old / "select.onnx", old / "decoder.onnx")  # a decoder without the `width` input of top-k
+    shutil.copy(old / "encoder.onnx", old / "decoder.onnx")  # a decoder without the `positions` input
     with pytest.raises(ValueError, match="export its model.pt again"):
         Translator(old, provider="cpu")
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.search import Hypothesis, SearchOptions, beam_search, greedy_search, length_penalty, pad_batch
+from core.search import CACHE_SLOTS, Hypothesis, RunningBatch, SearchOptions, length_penalty, pad_batch, search
 from core.tokenizer import Tokenizer
 from model.config import preset
 from model.decode import CachedDecoder, translate_ids
@@ -97,24 +97,42 @@ def test_look_ahead_mask_hides_every_future_position():
 # --- cached decoding --------------------------------------------------------------------------------
 
 
+def step_logp(decoder: CachedDecoder, tokens: list[int]) -> np.ndarray:
+    """One step of the decoder: every row's log-probabilities over the whole vocabulary, (rows, V)."""
+    best, logp = decoder.step(np.array(tokens), VOCAB)
+    out = np.empty_like(logp)
+    np.put_along_axis(out, best, logp, axis=1)
+    return out
+
+
+def teacher_forced_logp(model: Transformer, source: list[int], tgt: list[int]) -> np.ndarray:
+    """Log-probabilities (T, V) after each prefix of tgt, decoded in one pass."""
+    src, mask = padded([source])
+    logits = model.decode(torch.tensor([tgt]), model.cross_keys_values(model.encode(src, mask)), mask)
+    return logits[0].log_softmax(-1).numpy()
+
+
 @pytest.mark.parametrize("pre_norm", [False, True], ids=["post-LN", "pre-LN"])
-def test_cached_decoding_equals_full_decoding(pre_norm):
+@torch.inference_mode()
+def test_cached_steps_equal_full_decoding_also_for_rows_that_join_later(pre_norm):
+    """Rows at different positions share each step: a sentence that joins after three steps, with a longer source,
+    gets the log-probabilities it gets decoded alone in one pass; the cache grows twice on the way."""
     model = tiny_model(pre_norm)
-    src, src_mask = padded(random_sources([7, 4, 2]))
-    tgt = torch.cat([torch.full((3, 1), BOS), torch.randint(4, VOCAB, (3, 7))], dim=1)
-    with torch.no_grad():
-        memory = model.encode(src, src_mask)
-        cross_kv = model.cross_keys_values(memory)
-        full, full_cache = model.decode(tgt, cross_kv, src_mask, model.empty_cache(3, memory))
-        cache, steps = model.empty_cache(3, memory), []
-        for t in range(tgt.size(1)):
-            logits, cache = model.decode(tgt[:, t : t + 1], cross_kv, src_mask, cache)
-            steps.append(logits)
-    assert len(cache) == len(full_cache) == 2
-    assert (full - torch.cat(steps, dim=1)).abs().max() <= 1e-5
-    for (k, v), (full_k, full_v) in zip(cache, full_cache):
-        assert k.shape == v.shape == full_k.shape == (3, 2, tgt.size(1), 16)
-        assert max((full_k - k).abs().max(), (full_v - v).abs().max()) <= 1e-5
+    first, second = random_sources([4, 7], seed=2)
+    tgt = [[BOS, *torch.randint(4, VOCAB, (20,)).tolist()] for _ in range(2)]
+    decoder = CachedDecoder(model)
+    decoder.add(*pad_batch([first], PAD), np.array([1]))
+    got: list[list[np.ndarray]] = [[], []]
+    for t in range(len(tgt[0])):
+        if t == 3:
+            decoder.add(*pad_batch([second], PAD), np.array([1]))
+        rows = step_logp(decoder, [tgt[0][t]] + ([tgt[1][t - 3]] if t >= 3 else []))
+        got[0].append(rows[0])
+        if t >= 3:
+            got[1].append(rows[1])
+    assert decoder.self_kv[0][0].size(2) == 3 * CACHE_SLOTS
+    np.testing.assert_allclose(np.stack(got[0]), teacher_forced_logp(model, first, tgt[0]), atol=1e-5)
+    np.testing.assert_allclose(np.stack(got[1]), teacher_forced_logp(model, second, tgt[1][:-3]), atol=1e-5)
 
 
 def test_padding_does_not_change_a_sentence_s_logits():
@@ -132,19 +150,37 @@ def test_padding_does_not_change_a_sentence_s_logits():
 
 
 class TableDecoder:
-    """A toy step decoder whose next-token logits are a random table of (sentence, step, previous token)."""
+    """A toy decoder whose next-token logits are a random table of (sentence, step, previous token); the source of
+    sentence i is [i + 4, </s>]."""
 
-    def __init__(self, table: np.ndarray, repeat: int):
-        self.table, self.t = table, 0
-        self.sentence = np.repeat(np.arange(len(table)), repeat)  # which sentence each row belongs to
+    def __init__(self, table: np.ndarray):
+        self.table = table
+        self.sentence = np.zeros(0, dtype=np.int64)  # which sentence each row belongs to
+        self.t = np.zeros(0, dtype=np.int64)  # each row's position
+
+    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+        self.sentence = np.concatenate([self.sentence, np.repeat(src[:, 0] - 4, repeat)])
+        self.t = np.concatenate([self.t, np.zeros(repeat.sum(), dtype=np.int64)])
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        logp, best = best_next_tokens(torch.as_tensor(self.table[self.sentence, self.t, tokens]), width)
         self.t += 1
-        logp, best = best_next_tokens(torch.as_tensor(self.table[self.sentence, self.t - 1, tokens]), width)
         return best.numpy(), logp.numpy()
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        self.sentence = self.sentence[rows]
+        self.sentence, self.t = self.sentence[rows], self.t[rows]
+
+
+CFG = preset("tiny", vocab_size=VOCAB, max_len=MAX_LENGTH)
+
+
+def table_options(k: int, n_best: int = 1) -> SearchOptions:
+    """Options under which every sentence may run for MAX_LENGTH steps."""
+    return SearchOptions(beam_size=k, n_best=n_best, max_length=MAX_LENGTH)
+
+
+def table_sources(table: np.ndarray) -> list[list[int]]:
+    return [[i + 4, EOS] for i in range(len(table))]
 
 
 def random_table(sentences: int, seed: int = 0) -> np.ndarray:
@@ -166,13 +202,11 @@ def table_score(table: np.ndarray, tokens: list[int], alpha: float = 0.6) -> flo
 
 
 def table_greedy(table: np.ndarray) -> list[list[int]]:
-    lengths = np.full(len(table), MAX_LENGTH)
-    return [h.tokens for h in greedy_search(TableDecoder(table, 1), lengths, BOS, EOS)]
+    return [h[0].tokens for h in search(TableDecoder(table), table_sources(table), table_options(1), CFG)]
 
 
 def table_beam(table: np.ndarray, k: int, n_best: int = 1) -> list[list[Hypothesis]]:
-    lengths = np.full(len(table), MAX_LENGTH)
-    return beam_search(TableDecoder(table, k), lengths, BOS, EOS, k, alpha=0.6, n_best=n_best)
+    return search(TableDecoder(table), table_sources(table), table_options(k, n_best), CFG)
 
 
 def test_beam_search_of_width_one_is_greedy_search():
@@ -211,10 +245,17 @@ def max_length(source: list[int]) -> int:
 
 @torch.inference_mode()
 def model_beam(model: Transformer, sources: list[list[int]], k: int, n_best: int = 1) -> list[list[Hypothesis]]:
-    """Beam search over the model through model.decode's cached step decoder."""
-    src, mask = pad_batch(sources, PAD)
-    lengths = np.array([max_length(s) for s in sources])
-    return beam_search(CachedDecoder(model, src, mask, k), lengths, BOS, EOS, k, alpha=0.6, n_best=n_best)
+    """Beam search over the model through model.decode's cached decoder."""
+    batch = RunningBatch(CachedDecoder(model), model.cfg)
+    batch.add(sources, [model_options(source, k, n_best) for source in sources], list(range(len(sources))))
+    results = {}
+    while len(batch):
+        results.update((s.key, s.result()) for s in batch.step())
+    return [results[i] for i in range(len(sources))]
+
+
+def model_options(source: list[int], k: int, n_best: int = 1) -> SearchOptions:
+    return SearchOptions(beam_size=k, n_best=n_best, max_length=max_length(source))
 
 
 @torch.inference_mode()
@@ -242,6 +283,33 @@ def test_a_batch_translates_as_its_sentences_one_by_one():
         (alone,) = model_beam(model, [source], k=3)
         assert hyps[0].tokens == alone[0].tokens
         assert hyps[0].score == pytest.approx(alone[0].score, abs=1e-5)
+
+
+@torch.inference_mode()
+def test_sentences_that_join_a_running_batch_translate_as_alone():
+    """Greedy and beam sentences of several beam sizes share the steps, joining at different ones (one into an
+    empty batch); each gets the hypotheses it gets alone."""
+    model, sources = tiny_model(seed=5), random_sources([5, 8, 3, 6, 4, 7, 9, 9], seed=5)
+    beams = [1, 3, 2, 1, 4, 2, 3, 1]
+    joins = {0: [0, 6, 1], 2: [2, 7], 3: [3, 4], 12: [5]}  # step -> sentences that join before it
+    batch, results, step = RunningBatch(CachedDecoder(model), model.cfg), {}, 0
+    while len(batch) or joins:
+        for i in joins.pop(step, []):
+            batch.add([sources[i]], [model_options(sources[i], beams[i], n_best=beams[i])], [i])
+        if step == 4:  # nobody waits for this one any more: its rows leave from the middle of the batch
+            assert [s.key for s in batch.remove({6})] == [6]
+        if step == 12:
+            assert batch.rows == 2  # the others have ended: this one starts an empty batch
+        if len(batch):
+            results.update((s.key, s.result()) for s in batch.step())
+        step += 1
+    assert 6 not in results
+    for i, source in enumerate(sources):
+        if i == 6:
+            continue
+        (alone,) = model_beam(model, [source], beams[i], n_best=beams[i])
+        assert [h.tokens for h in results[i]] == [h.tokens for h in alone]
+        assert [h.score for h in results[i]] == pytest.approx([h.score for h in alone], abs=1e-5)
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])

@@ -16,15 +16,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from client import JSON, TIMEOUT, assert_error, body, metrics, translate
 from libretranslatepy import LibreTranslateAPI
 
-from core.search import Hypothesis, SearchOptions
+from core.folder import EOS_ID, ModelConfig
+from core.search import SearchOptions
 from service.batcher import Batcher
 from service.launch import RunningService, free_port, running_service
 from service.metrics import Metrics
-from service.translator import BatchResult
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "models" / "en-de"
@@ -129,8 +130,10 @@ def test_concurrent_requests_are_batched_and_each_gets_its_own_translation(
     singles = sample(after, "translator_batch_size_bucket", le="1.0") - sample(
         before, "translator_batch_size_bucket", le="1.0"
     )
-    assert batches - singles > 0, "no batch held more than one sentence"
-    assert batches < len(SENTENCES)
+    assert batches - singles > 0, "no step decoded more than one sentence"
+    steps = sample(after, "translator_decoder_steps_total") - sample(before, "translator_decoder_steps_total")
+    produced = sample(after, "translator_output_tokens_total") - sample(before, "translator_output_tokens_total")
+    assert steps < produced, "the sentences did not share their steps"
 
 
 # --- bad input ------------------------------------------------------------------------------------------
@@ -338,22 +341,58 @@ def test_the_service_does_not_import_torch():
     assert result.stdout.strip() == "False"
 
 
-# --- the batcher, with a translator that echoes its input -----------------------------------------------
+# --- the batcher, with a decoder that echoes its input ------------------------------------------------------
+
+
+class EchoDecoder:
+    """A decoder (core.search.Decoder) whose rows say their source again, a token a step, then </s>; every other
+    token is far less likely. It records the source ids of the rows of each step, and takes `pace` seconds a
+    step, so that requests can come while it runs."""
+
+    def __init__(self, steps: list[list[list[int]]], pace: float) -> None:
+        self.sources: list[list[int]] = []  # of each row
+        self.positions: list[int] = []
+        self.steps = steps
+        self.pace = pace
+
+    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+        for ids, mask, k in zip(src, src_mask, repeat):
+            self.sources += [ids[mask].tolist()] * k
+            self.positions += [0] * k
+
+    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        time.sleep(self.pace)
+        self.steps.append(list(self.sources))
+        said = [s[p] if p < len(s) else EOS_ID for s, p in zip(self.sources, self.positions)]
+        others = [[t for t in range(100, 100 + width) if t != token][: width - 1] for token in said]
+        top = np.array([[token, *rest] for token, rest in zip(said, others)])
+        logp = np.array([[0.0] + [-20.0 - j for j in range(width - 1)]] * len(said))
+        self.positions = [p + 1 for p in self.positions]
+        return top, logp
+
+    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
+        self.sources = [self.sources[r] for r in rows]
+        self.positions = [self.positions[r] for r in rows]
+
 
 
 class EchoTranslator:
-    """Translates ids into themselves and records each batch."""
+    """What the batcher needs of a translator, with EchoDecoder; `steps` has the sources of every step's rows."""
 
-    def __init__(self) -> None:
-        self.batches: list[list[list[int]]] = []
+    def __init__(self, pace: float = 0.0) -> None:
+        self.model_config = ModelConfig(vocab_size=200, max_len=64)
+        self.steps: list[list[list[int]]] = []
+        self.pace = pace
 
-    def translate_ids(self, sources: list[list[int]], opts: SearchOptions, abandoned=None) -> BatchResult:
-        self.batches.append(sources)
-        return BatchResult([[Hypothesis(list(ids), 0.0)] for ids in sources])
+    def new_decoder(self) -> EchoDecoder:
+        return EchoDecoder(self.steps, self.pace)
+
+    def release_memory(self) -> None:
+        pass
 
 
-def run_batcher(requests: list[tuple[list[list[int]], SearchOptions]], **limits) -> tuple[list, list]:
-    """Submit all requests at once; each request's results and the batches the translator saw."""
+def run_batcher(requests: list[tuple[list[list[int]], SearchOptions]], **limits) -> tuple[list, EchoTranslator]:
+    """Submit all requests at once; each request's results, and the translator that saw the steps."""
     translator = EchoTranslator()
 
     async def main() -> list:
@@ -364,7 +403,7 @@ def run_batcher(requests: list[tuple[list[list[int]], SearchOptions]], **limits)
         await batcher.stop()
         return results
 
-    return asyncio.run(main()), translator.batches
+    return asyncio.run(main()), translator
 
 
 def tokens(length: int, fill: int) -> list[int]:
@@ -374,19 +413,67 @@ def tokens(length: int, fill: int) -> list[int]:
 GREEDY, BEAM = SearchOptions(beam_size=1), SearchOptions(beam_size=4)
 
 
-def test_batcher_groups_sentences_by_length():
-    lengths = [1, 50, 2, 51, 3, 52, 4, 53]
-    requests = [([tokens(n, n)], GREEDY) for n in lengths]
-    results, batches = run_batcher(requests, max_batch_sentences=4)
-    assert [sorted(len(ids) for ids in batch) for batch in batches] == [[1, 2, 3, 4], [50, 51, 52, 53]]
-    assert [r[0][0].tokens for r in results] == [tokens(n, n) for n in lengths]
-
-
-def test_batcher_keeps_each_requests_order_and_bounds():
-    requests = [([tokens(3 + (i * 7 + j) % 5, 10 * i + j) for j in range(5)], GREEDY) for i in range(6)]
+@pytest.mark.parametrize("sentences,tokens_bound,fullest", [(8, 4096, 8), (64, 20, 20 // 7)],
+                         ids=["sentences", "tokens"])
+def test_batcher_answers_each_request_in_order_within_the_bounds(sentences: int, tokens_bound: int, fullest: int):
+    """Sources of 3 to 7 tokens: at most `sentences` sentences and `tokens_bound` padded source tokens share a
+    step, and the fullest step holds at least what the bound always allows."""
+    requests = [([tokens(3 + (i * 7 + j) % 5, 10 * i + j + 4) for j in range(5)], GREEDY) for i in range(6)]
     requests += [([tokens(4, 99)], BEAM)]
-    results, batches = run_batcher(requests, max_batch_sentences=8, max_batch_tokens=24)
-    for (sentences, _), hyps in zip(requests, results):
-        assert [h[0].tokens for h in hyps] == sentences
-    assert all(len(b) <= 8 and len(b) * max(map(len, b)) <= 24 for b in batches)
-    assert [tokens(4, 99)] in batches  # the beam request never shares a batch with greedy ones
+    results, translator = run_batcher(requests, max_batch_sentences=sentences, max_batch_tokens=tokens_bound)
+    for (sent, _), hyps in zip(requests, results):
+        assert [h[0].tokens for h in hyps] == sent
+    in_step = [{tuple(r) for r in rows} for rows in translator.steps]  # a beam sentence's rows say the same
+    assert all(len(step) <= sentences and len(step) * max(map(len, step)) <= tokens_bound for step in in_step)
+    assert max(len(step) for step in in_step) >= fullest
+
+
+def test_sentences_join_the_running_batch_and_leave_it_when_done():
+    """A long sentence is decoding when short ones arrive (max_batch_sentences 2): each short one takes the free
+    place at the next step, greedy or beam, and is answered while the long one goes on."""
+    long, shorts = tokens(30, 7), [tokens(2, 10 + i) for i in range(4)]
+    translator = EchoTranslator(pace=0.005)
+    answered: dict[int, int] = {}  # short sentence -> steps run when its request was answered
+
+    async def main() -> None:
+        batcher = Batcher(translator, Metrics(), "echo", 2, 4096, 0, 1024)
+        batcher.start()
+        first = asyncio.ensure_future(batcher.submit([long], BEAM))
+        while len(translator.steps) < 3:
+            await asyncio.sleep(0.001)
+
+        async def short(i: int) -> None:
+            (hyps,) = await batcher.submit([shorts[i]], BEAM if i % 2 else GREEDY)
+            assert hyps[0].tokens == shorts[i]
+            answered[i] = len(translator.steps)
+
+        await asyncio.gather(*(short(i) for i in range(4)))
+        assert not first.done()
+        assert (await first)[0][0].tokens == long
+        await batcher.stop()
+
+    asyncio.run(main())
+    for rows in translator.steps:
+        assert long in rows and len({tuple(r) for r in rows}) <= 2
+    assert all(rows == [long] * 4 for rows in translator.steps[max(answered.values()) :])  # the short ones left
+
+
+def test_requests_take_turns_to_join_the_batch():
+    """Two places (max_batch_sentences 2): a one-sentence request sent while a 20-sentence one runs joins at the
+    next free place, not after the other's 18 waiting sentences."""
+    translator, lone = EchoTranslator(pace=0.002), tokens(3, 99)
+
+    async def main() -> None:
+        batcher = Batcher(translator, Metrics(), "echo", 2, 4096, 0, 1024)
+        batcher.start()
+        big = asyncio.ensure_future(batcher.submit([tokens(3, 10 + i) for i in range(20)], GREEDY))
+        while not translator.steps:
+            await asyncio.sleep(0.001)
+        (hyps,) = await batcher.submit([lone], GREEDY)
+        assert hyps[0].tokens == lone and not big.done()
+        assert [h[0].tokens for h in await big] == [tokens(3, 10 + i) for i in range(20)]
+        await batcher.stop()
+
+    asyncio.run(main())
+    first_step = next(i for i, rows in enumerate(translator.steps) if lone in rows)
+    assert first_step <= 8  # a place frees every 4 steps (3 tokens and </s>); the big request needs 40

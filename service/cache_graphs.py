@@ -1,0 +1,47 @@
+"""Small ONNX graphs that move a decoder's cache tensors where ONNX Runtime keeps them (GPU memory on CUDA).
+
+select   x_0, x_1, ... (each (N, H, L, Dh)), rows (M,) int64 -> y_i = x_i[rows]
+         keeps and reorders rows (beam search, sentences that leave)
+join     a_0, ..., b_0, ... , pads_a (8,), pads_b (8,) int64 -> y_i = concat(pad(a_i, pads_a), pad(b_i, pads_b))
+         appends rows (sentences that join: zero self-attention caches, or encoder keys/values padded to the
+         longest source) and grows the caches' slots; pads are ONNX Pad's (begins of the 4 axes, then ends)
+Built here, for the number of cache tensors and their type, rather than stored in the model folder.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import TensorProto, helper
+
+from core.folder import IR_VERSION, OPSET
+
+SHAPE = ["N", "H", "L", "Dh"]
+
+
+def select_graph(count: int, dtype: int = TensorProto.FLOAT) -> bytes:
+    rows = helper.make_tensor_value_info("rows", TensorProto.INT64, ["M"])
+    xs = [helper.make_tensor_value_info(f"x_{i}", dtype, SHAPE) for i in range(count)]
+    ys = [helper.make_tensor_value_info(f"y_{i}", dtype, ["M", *SHAPE[1:]]) for i in range(count)]
+    nodes = [helper.make_node("Gather", [f"x_{i}", "rows"], [f"y_{i}"], axis=0) for i in range(count)]
+    return _model(helper.make_graph(nodes, "select", [*xs, rows], ys))
+
+
+def join_graph(count: int, dtype: int = TensorProto.FLOAT) -> bytes:
+    pads = [helper.make_tensor_value_info(name, TensorProto.INT64, [8]) for name in ("pads_a", "pads_b")]
+    a = [helper.make_tensor_value_info(f"a_{i}", dtype, SHAPE) for i in range(count)]
+    b = [helper.make_tensor_value_info(f"b_{i}", dtype, ["M", "H", "L2", "Dh"]) for i in range(count)]
+    ys = [helper.make_tensor_value_info(f"y_{i}", dtype, ["N2", "H", "L3", "Dh"]) for i in range(count)]
+    nodes = []
+    for i in range(count):
+        nodes += [
+            helper.make_node("Pad", [f"a_{i}", "pads_a"], [f"pa_{i}"]),
+            helper.make_node("Pad", [f"b_{i}", "pads_b"], [f"pb_{i}"]),
+            helper.make_node("Concat", [f"pa_{i}", f"pb_{i}"], [f"y_{i}"], axis=0),
+        ]
+    return _model(helper.make_graph(nodes, "join", [*a, *b, *pads], ys))
+
+
+def _model(graph: onnx.GraphProto) -> bytes:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
