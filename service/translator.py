@@ -177,8 +177,9 @@ def names(session: ort.InferenceSession, prefix: str, outputs: bool = False) -> 
 class OrtDecoder:
     """A decoder (core.search.Decoder) whose caches stay where ONNX Runtime runs between steps.
 
-    The graphs' cache outputs are bound to the device (GPU memory on CUDA) and fed back as inputs; the cache graphs
-    (service.cache_graphs) reorder, append and grow them there. Nothing but the tokens, the positions and the top-k
+    The caches stay on the device (GPU memory on CUDA); each decoder step's cache outputs are bound to the very
+    buffers of its cache inputs, so the step writes its slot in place. The cache graphs (service.cache_graphs)
+    reorder, append and grow them there. Nothing but the tokens, the positions and the top-k
     crosses to NumPy, and on the CPU ONNX Runtime's allocator reuses the caches' memory from step to step, where
     NumPy would allocate (and fault in) fresh pages.
     """
@@ -237,10 +238,10 @@ class OrtDecoder:
             binding.bind_ortvalue_input(name, value)
         binding.bind_output("top_tokens", "cpu")
         binding.bind_output("top_logp", "cpu")
-        for name in t.new_self_names:
-            binding.bind_output(name, t.device)
+        for name, value in zip(t.new_self_names, self.self_kv):  # the step's slot is written in place: no copy of
+            binding.bind_ortvalue_output(name, value)  # the cache per step, and no new memory
         t.decoder.run_with_iobinding(binding, t.run_options)
-        top_tokens, top_logp, *self.self_kv = binding.get_outputs()
+        top_tokens, top_logp = binding.get_outputs()[:2]
         self.positions = self.positions + 1
         self.steps += 1
         return top_tokens.numpy(), top_logp.numpy()
