@@ -1,12 +1,19 @@
 """The figures behind tests/test_faults.py's bounds, measured on the shipped model (one thread), printed as JSON.
 
-    python -m bench.probes [--model-dir models/en-de] [--repeat 3]
+    python -m bench.probes [--model-dir models/en-de] [--repeat 3] [--probes abandoned memory lone]
+                           [--baseline-repo PATH]
 
 abandoned: 16 clients each send 64 sentences with beam 4 and hang up at once; the seconds the next single-sentence
     request then takes (the issue's goal: < 1 s; 10.5 s before the fix), and the same with the 16 clients staying
     connected (the work that hanging up saves).
 memory: the service's RSS idle, at the peak of one heavy request (64 sentences, beam 8, 3 alternatives) and how long
     after its answer RSS is back to <= 1.5 x idle (TRANSLATOR_RELEASE_MEMORY_AFTER_S is 1 s).
+lone: four clients each send 64 sentences with beam 4; 0.1 s later, while they run, a fifth sends one short greedy
+    sentence. Its
+    latency over the four's mean (issue 11's goal: <= 0.3; 0.93 with batches that ran to their longest sentence).
+    The service runs with its defaults (every core). With --baseline-repo, the same service from another checkout
+    (`git worktree add /tmp/base COMMIT`) is measured too, serving its own copy of --model-dir (which must lie in
+    this checkout), the two alternating from repeat to repeat.
 """
 
 from __future__ import annotations
@@ -14,20 +21,24 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import statistics
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
 
-from bench.harness import MODEL_DIR, SENTENCES, environment, rss_mib, timed
-from service.launch import RunningService, running_service
+from bench.harness import MODEL_DIR, REPO, SENTENCES, environment, rss_mib, timed
+from service.launch import RunningService, free_port, running_server, running_service, service_env
 
 SIXTY_FOUR = " ".join(SENTENCES * 4)
 NEXT = {"q": "The cat sleeps on the sofa.", "source": "en", "target": "de"}
+LONE_AFTER = 0.1  # seconds: the four heavy requests run by then, and for about a second more
 
 
 def post_raw(port: int, payload: dict) -> socket.socket:
@@ -117,16 +128,55 @@ def memory(model_dir: Path, repeat: int) -> dict:
     return {"heavy_request": runs}
 
 
+def lone_greedy_run(url: str) -> dict:
+    """One round: four heavy beam-4 requests, and one short greedy request sent LONE_AFTER seconds after them."""
+    heavy = {"q": SIXTY_FOUR, "source": "en", "target": "de", "beam_size": 4}
+    with httpx.Client(timeout=600) as client, ThreadPoolExecutor(4) as pool:
+        started = time.perf_counter()
+        futures = [pool.submit(timed, client.post, url + "/translate", json=heavy) for _ in range(4)]
+        time.sleep(LONE_AFTER)
+        lone, lone_s = timed(client.post, url + "/translate", json=NEXT)
+        heavy_s = [f.result()[1] for f in futures]
+        assert lone.status_code == 200 and all(f.result()[0].status_code == 200 for f in futures)
+    heavy_mean = sum(heavy_s) / len(heavy_s)
+    all_s = time.perf_counter() - started
+    return {"lone_s": round(lone_s, 3), "heavy_mean_s": round(heavy_mean, 3), "heavy_all_s": round(all_s, 3),
+            "ratio": round(lone_s / heavy_mean, 3)}
+
+
+def lone_greedy(model_dir: Path, repeat: int, baseline_repo: Path | None) -> dict:
+    """The lone probe on this checkout's service, and on the baseline's when given, alternating."""
+    checkouts = {"this": REPO} | ({"baseline": baseline_repo} if baseline_repo else {})
+    runs: dict[str, list[dict]] = {name: [] for name in checkouts}
+    with tempfile.TemporaryDirectory() as logs, ExitStack() as stack:
+        urls = {}
+        for name, repo in checkouts.items():
+            port = free_port()
+            folder = repo / model_dir.resolve().relative_to(REPO)  # each checkout serves its own export of it
+            command, env = [sys.executable, "-m", "service"], service_env(folder, port, {"log_level": "warning"})
+            service = stack.enter_context(running_server(command, port, Path(logs) / f"{name}.log", env, repo))
+            urls[name] = service.url
+        for _ in range(repeat):
+            for name, url in urls.items():
+                runs[name].append(lone_greedy_run(url))
+    return {name: {"runs": r, "median_ratio": statistics.median(x["ratio"] for x in r)} for name, r in runs.items()}
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-dir", type=Path, default=MODEL_DIR)
     p.add_argument("--repeat", type=int, default=3)
+    names = ["abandoned", "memory", "lone"]
+    p.add_argument("--probes", nargs="+", choices=names, default=names)
+    p.add_argument("--baseline-repo", type=Path, help="a checkout whose service the lone probe measures too")
     args = p.parse_args(argv)
-    results = {
-        "machine": environment(["onnxruntime", "onnxruntime-gpu", "uvicorn"]),
-        "abandoned": abandoned(args.model_dir, args.repeat),
-        "memory": memory(args.model_dir, args.repeat),
+    probes = {
+        "abandoned": lambda: abandoned(args.model_dir, args.repeat),
+        "memory": lambda: memory(args.model_dir, args.repeat),
+        "lone": lambda: lone_greedy(args.model_dir, args.repeat, args.baseline_repo),
     }
+    results = {"machine": environment(["onnxruntime", "onnxruntime-gpu", "uvicorn"])}
+    results |= {name: probes[name]() for name in args.probes}
     print(json.dumps(results, indent=2))
 
 

@@ -71,8 +71,8 @@ CACHE_SLOTS = 8  # a self-attention cache grows by this many slots at a time
 
 def cache_slots(positions: int, max_len: int) -> int:
     """Slots of a self-attention cache that holds `positions` positions: the next multiple of CACHE_SLOTS, never
-    more than the model's max_len. Every step reads and writes all slots, so few spare ones pay (a power of two
-    cost 20-35 % of offline speed on the CPU); growing copies the cache once per CACHE_SLOTS steps."""
+    more than the model's max_len. Every step reads all slots and a beam reorder copies them, so few spare ones
+    pay (powers of two were measurably slower on the CPU); growing copies the cache once per CACHE_SLOTS steps."""
     return min(-(-positions // CACHE_SLOTS) * CACHE_SLOTS, max_len)
 
 
@@ -179,7 +179,7 @@ class RunningBatch:
 
     def _greedy_step(self, token: np.ndarray) -> list[Sentence]:
         """step() when every sentence is greedy (one row each): _greedy without the bookkeeping that sentences of
-        several beam sizes need (it cost a batch of one sentence 15 % of its speed)."""
+        several beam sizes need, which is most of a one-sentence batch's time outside ONNX Runtime."""
         everyone = np.arange(len(self))
         done = self._greedy_ends(everyone, everyone, token)
         self.history[everyone, self.steps] = token

@@ -35,8 +35,9 @@ from service.translator import Translator
 log = logging.getLogger(__name__)
 
 RELEASE_GROWTH = 1.25  # memory is given back when idle once the process is this much larger than at start
-# Sentences join a running batch once this share of its places is free (or all that wait fit): each join encodes
-# the newcomers and copies the caches once, so joining one sentence a step cost 20 % of beam-4 throughput.
+# Sentences join a running batch once this share of its places is free (or all that wait fit), unless a new
+# request waits: each join encodes the newcomers and copies the caches once, so joining one sentence a step costs
+# throughput, but a new request's first sentence should not wait.
 JOIN_SHARE = 1 / 8
 
 
@@ -183,7 +184,8 @@ class Batcher:
         self.pending = [j for j in self.pending if not j.abandoned]
         running = [j for j in self.running if not j.abandoned]
         longest, count = max((len(j.ids) for j in running), default=0), len(running)
-        wanted = min(max(1, int(JOIN_SHARE * self.max_sentences)), len(self.pending))
+        newcomer = any(j.turn == 0 for j in self.pending)  # a request none of whose sentences runs yet: at once
+        wanted = 1 if newcomer else min(max(1, int(JOIN_SHARE * self.max_sentences)), len(self.pending))
         if not self.pending or self.max_sentences - count < wanted:
             return []
         joining = []
