@@ -13,12 +13,13 @@ answered 503; so is everything once the engine is gone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
 import tempfile
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -57,6 +58,7 @@ LANGUAGE_NAMES = {
     "nl": "Dutch", "pt": "Portuguese", "pl": "Polish", "ru": "Russian", "zh": "Chinese", "ja": "Japanese",
 }
 FILE_FORMATS = {".txt": "text", ".html": "html", ".htm": "html"}
+READY_GRACE_S = 1.0  # how long a request waits for this worker to hear that the engine is ready
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -68,6 +70,7 @@ class State:
     files: TranslatedFiles
     pipeline: Pipeline | None = None
     started: bool = False
+    became_ready: asyncio.Event = field(default_factory=asyncio.Event)
     draining: asyncio.Task | None = None
 
     @property
@@ -101,6 +104,7 @@ async def start(state: State, detector: LanguageDetector) -> None:
     await state.engine.start()
     state.pipeline = Pipeline(state.engine, detector, state.settings)
     state.started = True
+    state.became_ready.set()
     log.info("serving %s", Pairs(state.engine.pairs).names)
 
 
@@ -237,9 +241,15 @@ def body_schema(model: type[BaseModel]) -> dict:
 def api_router(state: State) -> APIRouter:
     api = APIRouter()
 
-    def pipeline() -> Pipeline:
+    async def pipeline(grace: float = READY_GRACE_S) -> Pipeline:
+        """The pipeline, once the engine is ready. The engine's "ready" reaches every HTTP worker at once, give or
+        take a moment: a request waits up to `grace` seconds for it, so that the worker that answered /ready first
+        is not the only one that translates."""
         if state.draining:
             raise ApiError(503, "Server shutting down", RETRY_AFTER)
+        if not state.started and grace > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(state.became_ready.wait(), grace)
         if not state.started:
             raise ApiError(503, "Models are loading", RETRY_AFTER)
         if not state.engine.ready:
@@ -252,21 +262,21 @@ def api_router(state: State) -> APIRouter:
     @api.post("/translate", openapi_extra=body_schema(TranslateRequest))
     async def translate(request: Request) -> JSONResponse:
         """Translate q from source to target (LibreTranslate's API); parameters as JSON, form or query string."""
-        p = pipeline()
+        p = await pipeline()
         req = validated(TranslateRequest, await params(request))
         return JSONResponse(await unless_disconnected(request, p.translate(req)))
 
     @api.post("/detect", openapi_extra=body_schema(DetectRequest))
     async def detect(request: Request) -> list[dict]:
         """The languages served, most likely first, with confidences in percent (LibreTranslate's /detect)."""
-        p = pipeline()
+        p = await pipeline()
         req = validated(DetectRequest, await params(request))
         return [{"confidence": round(confidence, 1), "language": code} for code, confidence in p.detect(req.q)]
 
     @api.post("/translate_file")
     async def translate_file(request: Request) -> dict:
         """Translate a .txt or .html file (multipart form: file, source, target); answers its download URL."""
-        p = pipeline()
+        p = await pipeline()
         fields = await params(request)
         req, file = validated(FileRequest, fields), upload(fields, "file")
         name = PurePath(file.filename or "file.txt").name
@@ -299,14 +309,14 @@ def api_router(state: State) -> APIRouter:
     @api.get("/languages")
     async def languages() -> list[dict]:
         """Every language served, with the languages it translates into (LibreTranslate's shape)."""
-        pairs = pipeline().pairs
+        pairs = (await pipeline()).pairs
         return [{"code": code, "name": LANGUAGE_NAMES.get(code, code), "targets": pairs.targets_of(code)}
                 for code in pairs.languages]
 
     @api.get("/frontend/settings")
     async def frontend_settings() -> dict:
         """What LibreTranslate's front end asks a server for."""
-        pairs, s = pipeline().pairs, state.settings
+        pairs, s = (await pipeline()).pairs, state.settings
         first = next(iter(pairs.pairs.values()))
         return {
             "charLimit": s.max_chars,
@@ -330,7 +340,7 @@ def api_router(state: State) -> APIRouter:
     @api.get("/ready")
     async def ready() -> dict:
         """Every model is loaded and warm, and the server is not shutting down."""
-        pairs = pipeline().pairs
+        pairs = (await pipeline(grace=0)).pairs
         return {
             "status": "ready",
             "models": [{"model": pair.name, "provider": pair.provider, "precision": pair.precision}

@@ -257,6 +257,23 @@ class OrtDecoder:
             cross_rows = cross_rows.astype(np.int64)
             self.cross_kv = self._run(self.translator.select, "x", self.cross_kv, {"rows": cross_rows})
             self.src_mask = self.src_mask[cross_rows]
+            self._shrink()
+
+    def _shrink(self) -> None:
+        """After sentences left: cut the encoder keys/values to the longest source left and the self-attention
+        cache to the slots the rows left need, so that a long sentence does not slow the batch once it is gone."""
+        longest_source = int(np.flatnonzero(self.src_mask.any(axis=0)).max()) + 1  # sources are right-padded
+        if longest_source < self.src_mask.shape[1]:
+            self.cross_kv = self._crop(self.cross_kv, longest_source)
+            self.src_mask = self.src_mask[:, :longest_source]
+        slots = cache_slots(int(self.positions.max()) + 1, self.translator.model_config.max_len)
+        if slots < self.slots:
+            self.self_kv = self._crop(self.self_kv, slots)
+
+    def _crop(self, values: list[ort.OrtValue], length: int) -> list[ort.OrtValue]:
+        """values cut to `length` along axis 2 (a join with no rows, padded negatively)."""
+        none = np.zeros((0, *values[0].shape()[1:2], length, values[0].shape()[3]), np.float32)
+        return self._join(values, [none] * len(values), length, 0)
 
     def _join(self, a: list, b: list, length: int, b_short: int) -> list[ort.OrtValue]:
         """concat(a_i, b_i) along the rows, both padded with zeros to `length` along axis 2; b_i's axis 2 is

@@ -370,6 +370,32 @@ def test_translator_translates_as_pytorch_does(exported: Exported, beam_size: in
     assert not mismatches, f"{len(mismatches)} translations differ, e.g. {mismatches[:3]}"
 
 
+def test_a_sentence_s_steps_do_not_depend_on_the_rows_beside_it(exported: Exported):
+    """The ONNX Runtime decoder: a sentence that joins a running row (whose source is longer and whose cache has
+    grown to 16 slots) and stays after that row leaves (the caches shrink to what it needs) gets, step by step,
+    what it gets alone."""
+    translator, cfg = exported.translator(), exported.model.cfg
+    long, short = translator.encode_texts([" ".join(SENTENCES[:2]), "Berlin."])
+    tokens = np.random.default_rng(0).integers(4, cfg.vocab_size, 30)
+    alone = translator.new_decoder()
+    alone.add(*pad_batch([short], cfg.pad_id), np.array([1]))
+    expected = [alone.step(tokens[i : i + 1], 5) for i in range(6)]
+    shared = translator.new_decoder()
+    shared.add(*pad_batch([long], cfg.pad_id), np.array([1]))
+    for token in tokens[10:22]:
+        shared.step(np.array([token]), 5)
+    shared.add(*pad_batch([short], cfg.pad_id), np.array([1]))
+    got = [shared.step(np.array([tokens[22 + i], tokens[i]]), 5) for i in range(3)]
+    assert shared.slots == 2 * CACHE_SLOTS and shared.src_mask.shape[1] == len(long)
+    shared.select(np.array([1]), np.array([1]))  # the long one leaves
+    assert shared.slots == CACHE_SLOTS and shared.src_mask.shape[1] == len(short)
+    assert {x.shape()[2] for x in shared.cross_kv} == {len(short)}
+    got += [shared.step(tokens[i : i + 1], 5) for i in range(3, 6)]
+    for step, ((top, logp), (expected_top, expected_logp)) in enumerate(zip(got, expected)):
+        np.testing.assert_array_equal(top[-1], expected_top[0], err_msg=f"step {step}")  # the short one's row
+        assert_close(logp[-1], expected_logp[0], f"top_logp at step {step}")
+
+
 def test_a_beam_wider_than_half_the_vocabulary_works(exported: Exported):
     """Beam search asks a step for 2 * beam tokens per row; here that is more than the vocabulary holds."""
     opts, texts = SearchOptions(beam_size=VOCAB // 2 + 4), SENTENCES[:3]

@@ -21,11 +21,14 @@ import pytest
 from client import JSON, TIMEOUT, assert_error, body, metrics, translate
 from libretranslatepy import LibreTranslateAPI
 
+from bench.frontend import StandInEngine
 from core.folder import EOS_ID, ModelConfig
 from core.search import SearchOptions
+from service.app import create_app
 from service.batcher import Batcher
 from service.launch import RunningService, free_port, running_service
 from service.metrics import Metrics
+from service.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "models" / "en-de"
@@ -477,3 +480,43 @@ def test_requests_take_turns_to_join_the_batch():
     asyncio.run(main())
     first_step = next(i for i, rows in enumerate(translator.steps) if lone in rows)
     assert first_step <= 8  # a place frees every 4 steps (3 tokens and </s>); the big request needs 40
+
+
+# --- a worker that hears "ready" a moment after another ---------------------------------------------------------
+
+
+class LateEngine(StandInEngine):
+    """The stand-in engine (bench.frontend), whose start() waits until `released` is set."""
+
+    def __init__(self, settings: Settings, metrics: Metrics):
+        super().__init__(settings, metrics)
+        self.released = asyncio.Event()
+
+    async def start(self) -> None:
+        await self.released.wait()
+        await super().start()
+
+
+@pytest.mark.parametrize("ready_after,status", [(0.2, 200), (None, 503)], ids=["a-moment-later", "still-loading"])
+def test_a_request_waits_a_moment_for_its_worker_to_hear_ready(tiny_model_dir: Path, ready_after, status: int):
+    """Every HTTP worker hears the engine's "ready" at once, give or take a moment: a request that reaches a worker
+    in that moment is translated, not refused; one that comes while the models really load gets 503 at once."""
+    settings = Settings(model_dir=tiny_model_dir)
+    engine = LateEngine(settings, Metrics())
+    app = create_app(settings, engine=engine)
+
+    async def main() -> httpx.Response:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+                assert (await client.get("/ready")).status_code == 503
+                if ready_after is not None:
+                    asyncio.get_running_loop().call_later(ready_after, engine.released.set)
+                response = await client.post("/translate", json=body("Hello."))
+                engine.released.set()
+                return response
+
+    response = asyncio.run(main())
+    assert response.status_code == status, response.text
+    if status == 503:
+        assert response.json()["error"] == "Models are loading"
