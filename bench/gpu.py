@@ -39,7 +39,9 @@ from bench.harness import (
     settings_of,
     write_results,
 )
+from core.folder import FolderConfig
 from core.search import SearchOptions
+from core.tokenizer import load_tokenizer
 from model.data import load_test_set
 
 BATCH_SIZES = [1, 16, 64, 256, 1024]
@@ -93,16 +95,14 @@ def batches(sources: list[list[int]], batch_size: int) -> list[list[list[int]]]:
 
 def with_fp16(folder: Path, scratch: Path) -> Path:
     """The model folder, or a copy of it with fp16 graphs exported from its model.pt."""
-    from core.folder import FolderConfig
-
-    if "fp16" in FolderConfig.load(folder).graphs:
+    config = FolderConfig.load(folder)
+    if "fp16" in config.graphs:
         return folder
     from export.__main__ import export_model
 
     copy = scratch / folder.name
     shutil.copytree(folder, copy)
-    tokenizer = FolderConfig.load(folder).tokenizer
-    spm = copy / tokenizer if isinstance(tokenizer, str) else None
+    spm = copy / config.tokenizer if isinstance(config.tokenizer, str) else None
     export_model(copy / "model.pt", copy, spm, ["fp32", "fp16"])
     return copy
 
@@ -182,9 +182,6 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-gpu-") as scratch:
         folder = with_fp16(args.model_dir, Path(scratch))
         engines, device = load_engines(folder, args.threads)
-        from core.folder import FolderConfig
-        from core.tokenizer import load_tokenizer
-
         config = FolderConfig.load(folder)
         texts, _ = load_test_set()
         tokenizer = load_tokenizer(folder, config.tokenizer)

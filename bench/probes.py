@@ -22,7 +22,6 @@ import argparse
 import json
 import socket
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -34,7 +33,7 @@ from pathlib import Path
 import httpx
 
 from bench.harness import MODEL_DIR, REPO, SENTENCES, environment, rss_mib, timed
-from service.launch import RunningService, free_port, running_server, running_service, service_env
+from service.launch import RunningService, running_service
 
 SIXTY_FOUR = " ".join(SENTENCES * 4)
 NEXT = {"q": "The cat sleeps on the sofa.", "source": "en", "target": "de"}
@@ -151,11 +150,9 @@ def lone_greedy(model_dir: Path, repeat: int, baseline_repo: Path | None) -> dic
     with tempfile.TemporaryDirectory() as logs, ExitStack() as stack:
         urls = {}
         for name, repo in checkouts.items():
-            port = free_port()
             folder = repo / model_dir.resolve().relative_to(REPO)  # each checkout serves its own export of it
-            command, env = [sys.executable, "-m", "service"], service_env(folder, port, {"log_level": "warning"})
-            service = stack.enter_context(running_server(command, port, Path(logs) / f"{name}.log", env, repo))
-            urls[name] = service.url
+            log = Path(logs) / f"{name}.log"
+            urls[name] = stack.enter_context(running_service(folder, log, checkout=repo, log_level="warning")).url
         for _ in range(repeat):
             for name, url in urls.items():
                 runs[name].append(lone_greedy_run(url))

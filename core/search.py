@@ -154,7 +154,7 @@ class RunningBatch:
             return self._greedy_step(top_tokens[:, 0])
         starts = np.cumsum(self.beam_sizes) - self.beam_sizes  # each sentence's first row
         done = np.zeros(len(self), dtype=bool)
-        # what goes on, per beam size: the sentences, and each new row's old row, token and score
+        # what goes on, per beam size: each new row's sentence, and its old row, token and score
         goes_on: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         one_size = bool((self.beam_sizes == widest).all())
         for k in [widest] if one_size else np.unique(self.beam_sizes):
@@ -163,10 +163,9 @@ class RunningBatch:
             search = self._greedy if k == 1 else self._beam
             ends, old_rows, token, score = search(members, rows, top_tokens[rows], top_logp[rows])
             done[members] = ends
-            goes_on.append((members[~ends], old_rows, token, score))
+            goes_on.append((np.repeat(members[~ends], k), old_rows.ravel(), token.ravel(), score.ravel()))
         ended = [self.sentences[m] for m in np.flatnonzero(done)]
-        sentence, old_rows, tokens, scores = (np.concatenate([x.ravel() for x in xs]) for xs in zip(*(
-            (np.repeat(kept, rows.shape[1]), rows, token, score) for kept, rows, token, score in goes_on)))
+        sentence, old_rows, tokens, scores = map(np.concatenate, zip(*goes_on))
         if len(goes_on) > 1:  # back into sentence order
             order = np.argsort(sentence, kind="stable")
             old_rows, tokens, scores = old_rows[order], tokens[order], scores[order]

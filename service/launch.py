@@ -116,10 +116,11 @@ def service_env(model_dir: Path, port: int, settings: dict[str, object]) -> dict
 
 @contextmanager
 def running_service(
-    model_dir: Path, log: Path, ready_timeout: float = 120, **settings: object
+    model_dir: Path, log: Path, ready_timeout: float = 120, checkout: Path = REPO, **settings: object
 ) -> Iterator[RunningService]:
-    """`python -m service` serving model_dir on a free loopback port, ready (models loaded and warm)."""
+    """`python -m service` of a checkout (this one unless told) serving model_dir on a free loopback port, ready
+    (models loaded and warm)."""
     port = free_port()
     command, env = [sys.executable, "-m", "service"], service_env(model_dir, port, settings)
-    with running_server(command, port, log, env, REPO, ready_timeout=ready_timeout) as service:
+    with running_server(command, port, log, env, checkout, ready_timeout=ready_timeout) as service:
         yield service

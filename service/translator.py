@@ -212,8 +212,7 @@ class OrtDecoder:
         if not len(self.positions):
             self.cross_kv, self.src_mask = cross_kv, src_mask[rows]
             empty = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
-            self.self_kv = self._join([empty] * len(t.self_names), [empty[:0]] * len(t.self_names),
-                                      cache_slots(1, cfg.max_len), 0)
+            self.self_kv = self._resize([empty] * len(t.self_names), cache_slots(1, cfg.max_len))
         else:  # the new rows after the running ones, the encoder outputs padded to the longer source
             length = max(self.src_mask.shape[1], src_mask.shape[1])
             self.cross_kv = self._join(self.cross_kv, cross_kv, length, length - src_mask.shape[1])
@@ -227,8 +226,7 @@ class OrtDecoder:
         t = self.translator
         slots = cache_slots(int(self.positions.max()) + 1, t.model_config.max_len)
         if slots > self.slots:
-            none = np.zeros((0, *self.self_kv[0].shape()[1:]), np.float32)
-            self.self_kv = self._join(self.self_kv, [none] * len(self.self_kv), slots, 0)
+            self.self_kv = self._resize(self.self_kv, slots)
         binding = t.decoder.io_binding()
         binding.bind_cpu_input("tokens", tokens)
         binding.bind_cpu_input("positions", self.positions)
@@ -264,15 +262,17 @@ class OrtDecoder:
         cache to the slots the rows left need, so that a long sentence does not slow the batch once it is gone."""
         longest_source = int(np.flatnonzero(self.src_mask.any(axis=0)).max()) + 1  # sources are right-padded
         if longest_source < self.src_mask.shape[1]:
-            self.cross_kv = self._crop(self.cross_kv, longest_source)
+            self.cross_kv = self._resize(self.cross_kv, longest_source)
             self.src_mask = self.src_mask[:, :longest_source]
         slots = cache_slots(int(self.positions.max()) + 1, self.translator.model_config.max_len)
         if slots < self.slots:
-            self.self_kv = self._crop(self.self_kv, slots)
+            self.self_kv = self._resize(self.self_kv, slots)
 
-    def _crop(self, values: list[ort.OrtValue], length: int) -> list[ort.OrtValue]:
-        """values cut to `length` along axis 2 (a join with no rows, padded negatively)."""
-        none = np.zeros((0, *values[0].shape()[1:2], length, values[0].shape()[3]), np.float32)
+    def _resize(self, values: list, length: int) -> list[ort.OrtValue]:
+        """values (OrtValues, or NumPy arrays) padded with zeros or cut to `length` along axis 2: a join with no
+        rows, its pads negative to cut."""
+        _, h, _, dh = values[0].shape() if isinstance(values[0], ort.OrtValue) else values[0].shape
+        none = np.zeros((0, h, length, dh), np.float32)
         return self._join(values, [none] * len(values), length, 0)
 
     def _join(self, a: list, b: list, length: int, b_short: int) -> list[ort.OrtValue]:
