@@ -4,7 +4,8 @@ A request submits its sentences and awaits their results. A thread of its own (t
 running batch (core.search.RunningBatch) over the translator's decoder and, before every step, lets waiting
 sentences join it while the batch stays within max_batch_sentences sentences and max_batch_tokens padded source
 tokens. Requests take turns: the first sentence of every waiting request joins before the second of any (then by
-arrival), so a one-sentence request never waits behind the backlog of a 64-sentence one. A sentence leaves the
+arrival), so a one-sentence request never waits behind the backlog of a 64-sentence one; and that first sentence
+may join a full batch (NEWCOMER_SHARE), so it waits for no running sentence to end either. A sentence leaves the
 batch at the step it ends and its request hears at once; its place is free for the next waiting sentence. Greedy
 and beam sentences of any beam size share the batch, so a short greedy request sent while long beam requests run
 is done after its own few steps, not after theirs.
@@ -39,6 +40,9 @@ RELEASE_GROWTH = 1.25  # memory is given back when idle once the process is this
 # request waits: each join encodes the newcomers and copies the caches once, so joining one sentence a step costs
 # throughput, but a new request's first sentence should not wait.
 JOIN_SHARE = 1 / 8
+# The first sentence of a request none of whose sentences runs yet may join a full batch, up to this share of its
+# places (and of its tokens) more: a one-sentence request then waits for no sentence of a long request to end.
+NEWCOMER_SHARE = 1 / 8
 
 
 def resident_bytes() -> int:
@@ -186,12 +190,12 @@ class Batcher:
         longest, count = max((len(j.ids) for j in running), default=0), len(running)
         newcomer = any(j.turn == 0 for j in self.pending)  # a request none of whose sentences runs yet: at once
         wanted = 1 if newcomer else min(max(1, int(JOIN_SHARE * self.max_sentences)), len(self.pending))
-        if not self.pending or self.max_sentences - count < wanted:
+        if not self.pending or self._places(newcomer) - count < wanted:
             return []
         joining = []
         for job in sorted(self.pending, key=lambda j: (j.turn, j.enqueued)):
-            longest = max(longest, len(job.ids))
-            if count + 1 > self.max_sentences or (count and (count + 1) * longest > self.max_tokens):
+            longest, places = max(longest, len(job.ids)), self._places(job.turn == 0)
+            if count + 1 > places or (count and (count + 1) * longest > self.max_tokens * places / self.max_sentences):
                 break
             count += 1
             joining.append(job)
@@ -199,6 +203,10 @@ class Batcher:
         self.pending = [j for j in self.pending if j not in taken]
         self.queue_depth.set(len(self.pending))
         return joining
+
+    def _places(self, newcomer: bool) -> int:
+        """The sentences the batch may hold: max_batch_sentences, or a share more for a new request's first."""
+        return self.max_sentences + (max(1, int(NEWCOMER_SHARE * self.max_sentences)) if newcomer else 0)
 
     def _join(self, batch: RunningBatch, joining: list[Job]) -> None:
         started = time.perf_counter()

@@ -36,9 +36,12 @@ class Settings(BaseSettings):
     threads: int = Field(0, ge=0, description="ONNX Runtime intra-op threads (0: one per core)")
     optimization: Literal["disable", "basic", "extended", "all"] = Field("all", description="graph optimizations")
     spin_threads: bool = Field(False, description="ONNX Runtime's idle threads spin for work (best without HTTP load)")
-    max_batch_sentences: int = Field(64, ge=1, description="sentences in the running batch at once (beams count once)")
+    max_batch_sentences: int = Field(
+        64, ge=1, description="sentences in the running batch at once (beams count once; the first sentences of new "
+        "requests may take an eighth more)"
+    )
     max_batch_tokens: int = Field(
-        4096, ge=1, description="padded source tokens in the running batch (sentences x longest source)"
+        4096, ge=1, description="padded source tokens in the running batch (sentences x longest source; likewise)"
     )
     max_wait_ms: float = Field(
         0.0, ge=0, description="how long an empty batch's first sentence waits for company (0: a lone request runs "

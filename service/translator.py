@@ -58,13 +58,31 @@ def session_options(threads: int, optimization: str, spin_threads: bool) -> ort.
     return opts
 
 
+# Graph fusions left out on the CPU: ONNX Runtime 1.31's CPU SkipLayerNormalization kernel takes 6-7x as long as
+# the Add and LayerNormalization it replaces on (N, T, D) inputs (1.72 against 0.25 ms at (64, 20, 256)), which
+# made the layer norms an eighth of a decoder step. GPU sessions keep the fusion.
+CPU_UNFUSED = ["SkipLayerNormFusion"]
+
+
 def wanted_providers(provider: str) -> list[str]:
-    """What to ask ONNX Runtime for; what it really runs is read back from the session."""
+    """What to ask ONNX Runtime for; what it really runs is read back from a session (running_provider)."""
     if provider == "cpu":
         return ["CPUExecutionProvider"]
     if provider == "cuda" or "CUDAExecutionProvider" in ort.get_available_providers():
         return ["CUDAExecutionProvider", "CPUExecutionProvider"]
     return ["CPUExecutionProvider"]
+
+
+def running_provider(provider: str) -> str:
+    """The provider ONNX Runtime really runs on when asked for `provider`. CUDA may be listed and still be unusable
+    (no driver, no CUDA libraries); a session then falls back to the CPU. A one-node graph finds out."""
+    if provider == "auto":
+        ort.set_default_logger_severity(4)  # a failed CUDA probe is expected here, not an error
+    try:
+        probe = ort.InferenceSession(select_graph(1), providers=wanted_providers(provider))
+    finally:
+        ort.set_default_logger_severity(2)
+    return probe.get_providers()[0]
 
 
 class Translator:
@@ -84,36 +102,35 @@ class Translator:
             raise ValueError(f"{self.model_dir} has no {precision} graphs; it has {sorted(self.config.graphs)}")
         self.precision = precision
         self.tokenizer = load_tokenizer(self.model_dir, self.config.tokenizer)
-        graphs = self.config.graphs[precision]
-        self.options = session_options(threads, optimization, spin_threads)
-        self.encoder = self._session(graphs["encoder"], provider)
-        self.decoder = self._session(graphs["decoder"], provider)
-        if "positions" not in {x.name for x in self.decoder.get_inputs()}:
-            raise ValueError(f"{self.model_dir} holds graphs of an older export (a cache that grows by concatenation, "
-                             "no positions); export its model.pt again with `python -m export`")
-        self.provider = self.decoder.get_providers()[0]  # the truth: CUDA may have been asked for and fallen back
+        self.provider = running_provider(provider)
         if provider == "cuda" and self.provider != "CUDAExecutionProvider":
             log.warning("CUDA was asked for but is not usable here; ONNX Runtime runs on %s", self.provider)
         elif provider == "auto":
             log.info("provider auto: ONNX Runtime runs on %s", self.provider)
         self.on_gpu = self.provider == "CUDAExecutionProvider"
         self.device = "cuda" if self.on_gpu else "cpu"  # where the caches stay between steps
+        graphs = self.config.graphs[precision]
+        self.options = session_options(threads, optimization, spin_threads)
+        self.encoder = self._session(graphs["encoder"])
+        self.decoder = self._session(graphs["decoder"])
+        if "positions" not in {x.name for x in self.decoder.get_inputs()}:
+            raise ValueError(f"{self.model_dir} holds graphs of an older export (a cache that grows by concatenation, "
+                             "no positions); export its model.pt again with `python -m export`")
         self.cross_names = names(self.encoder, "cross_", outputs=True)
         self.self_names = names(self.decoder, "self_")
-        self.select = self._session(select_graph(len(self.self_names)), provider)
-        self.join = self._session(join_graph(len(self.self_names)), provider)
+        self.select = self._session(select_graph(len(self.self_names)))
+        self.join = self._session(join_graph(len(self.self_names)))
         self.new_self_names = names(self.decoder, "new_self_", outputs=True)
-        self.run_options = ort.RunOptions()
+        # None unless needed: with any RunOptions, onnxruntime 1.31's Python run_with_iobinding looks up a
+        # gpu_graph_id entry, and the lookup of an absent entry raises and catches an error, 50 us every run
+        self.run_options: ort.RunOptions | None = None
 
-    def _session(self, graph: str | bytes, provider: str) -> ort.InferenceSession:
-        """A session of a graph file of the folder, or of a graph built in memory."""
-        if provider == "auto":
-            ort.set_default_logger_severity(4)  # a failed CUDA probe is expected here, not an error
+    def _session(self, graph: str | bytes) -> ort.InferenceSession:
+        """A session, on the provider found running, of a graph file of the folder or of a graph built in memory."""
         source = graph if isinstance(graph, bytes) else str(self.model_dir / graph)
-        try:
-            return ort.InferenceSession(source, self.options, providers=wanted_providers(provider))
-        finally:
-            ort.set_default_logger_severity(2)
+        providers = [self.provider, "CPUExecutionProvider"] if self.on_gpu else ["CPUExecutionProvider"]
+        return ort.InferenceSession(source, self.options, providers=providers,
+                                    disabled_optimizers=None if self.on_gpu else CPU_UNFUSED)
 
     @property
     def name(self) -> str:
@@ -143,7 +160,7 @@ class Translator:
         try:
             self.translate_ids([[self.tokenizer.eos_id]], SearchOptions(beam_size=2, max_length=2))
         finally:
-            self.run_options = ort.RunOptions()
+            self.run_options = None
         trim_malloc()
 
     def translate(
@@ -192,6 +209,11 @@ class OrtDecoder:
         self.positions = np.zeros(0, dtype=np.int64)  # each row's next position
         self.steps = 0
         self.encode_seconds = 0.0
+        # the decoder step's binding, kept from step to step: the caches are bound again only after they changed
+        # (binding a dozen tensors and reading every output back was a tenth of a one-sentence beam step)
+        self.binding: ort.IOBinding | None = None
+        self.bound: list[ort.OrtValue] = []  # the caches bound, self then cross
+        self.top_tokens = self.top_logp = None  # OrtValues the step writes its top-k into
 
     @property
     def slots(self) -> int:
@@ -227,26 +249,43 @@ class OrtDecoder:
         slots = cache_slots(int(self.positions.max()) + 1, t.model_config.max_len)
         if slots > self.slots:
             self.self_kv = self._resize(self.self_kv, slots)
-        binding = t.decoder.io_binding()
+        width = min(width, t.model_config.vocab_size)
+        binding = self._binding(len(tokens), width)
         binding.bind_cpu_input("tokens", tokens)
         binding.bind_cpu_input("positions", self.positions)
-        binding.bind_cpu_input("width", np.array([min(width, t.model_config.vocab_size)]))
+        binding.bind_cpu_input("width", np.array([width]))
         binding.bind_cpu_input("src_mask", self.src_mask)
-        for name, value in [*zip(t.self_names, self.self_kv), *zip(t.cross_names, self.cross_kv)]:
-            binding.bind_ortvalue_input(name, value)
-        binding.bind_output("top_tokens", "cpu")
-        binding.bind_output("top_logp", "cpu")
-        for name, value in zip(t.new_self_names, self.self_kv):  # the step's slot is written in place: no copy of
-            binding.bind_ortvalue_output(name, value)  # the cache per step, and no new memory
         t.decoder.run_with_iobinding(binding, t.run_options)
-        top_tokens, top_logp = binding.get_outputs()[:2]
         self.positions = self.positions + 1
         self.steps += 1
-        return top_tokens.numpy(), top_logp.numpy()
+        # copies: numpy() views the buffers that the next step overwrites
+        return self.top_tokens.numpy().copy(), self.top_logp.numpy().copy()
+
+    def _binding(self, rows: int, width: int) -> ort.IOBinding:
+        """The step's binding, with the caches and the top-k outputs bound again where they changed. Each cache
+        output is bound to the buffer of its input: the step writes its slot in place, with no copy of the cache
+        and no new memory."""
+        t = self.translator
+        if self.binding is None:
+            self.binding = t.decoder.io_binding()
+        caches = [*self.self_kv, *self.cross_kv]
+        if len(caches) != len(self.bound) or any(a is not b for a, b in zip(caches, self.bound)):
+            for name, value in zip([*t.self_names, *t.cross_names], caches):
+                self.binding.bind_ortvalue_input(name, value)
+            for name, value in zip(t.new_self_names, self.self_kv):
+                self.binding.bind_ortvalue_output(name, value)
+            self.bound = caches
+        if self.top_tokens is None or self.top_tokens.shape() != [rows, width]:
+            self.top_tokens = ort.OrtValue.ortvalue_from_shape_and_type([rows, width], np.int64)
+            self.top_logp = ort.OrtValue.ortvalue_from_shape_and_type([rows, width], np.float32)
+            self.binding.bind_ortvalue_output("top_tokens", self.top_tokens)
+            self.binding.bind_ortvalue_output("top_logp", self.top_logp)
+        return self.binding
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        if not len(rows):  # the batch is empty: the next add starts afresh
+        if not len(rows):  # the batch is empty: the next add starts afresh, and no binding holds the caches' memory
             self.cross_kv, self.self_kv, self.positions = [], [], self.positions[:0]
+            self.binding, self.bound, self.top_tokens, self.top_logp = None, [], None, None
             return
         rows = rows.astype(np.int64)
         self.self_kv, self.positions = self._run(self.translator.select, "x", self.self_kv, {"rows": rows}), \

@@ -25,7 +25,7 @@ from bench.frontend import StandInEngine
 from core.folder import EOS_ID, ModelConfig
 from core.search import SearchOptions
 from service.app import create_app
-from service.batcher import Batcher
+from service.batcher import NEWCOMER_SHARE, Batcher
 from service.launch import RunningService, free_port, running_service
 from service.metrics import Metrics
 from service.settings import Settings
@@ -420,20 +420,24 @@ GREEDY, BEAM = SearchOptions(beam_size=1), SearchOptions(beam_size=4)
                          ids=["sentences", "tokens"])
 def test_batcher_answers_each_request_in_order_within_the_bounds(sentences: int, tokens_bound: int, fullest: int):
     """Sources of 3 to 7 tokens: at most `sentences` sentences and `tokens_bound` padded source tokens share a
-    step, and the fullest step holds at least what the bound always allows."""
+    step (the first sentences of requests may take NEWCOMER_SHARE more), and the fullest step holds at least what
+    the bound always allows."""
     requests = [([tokens(3 + (i * 7 + j) % 5, 10 * i + j + 4) for j in range(5)], GREEDY) for i in range(6)]
     requests += [([tokens(4, 99)], BEAM)]
     results, translator = run_batcher(requests, max_batch_sentences=sentences, max_batch_tokens=tokens_bound)
     for (sent, _), hyps in zip(requests, results):
         assert [h[0].tokens for h in hyps] == sent
     in_step = [{tuple(r) for r in rows} for rows in translator.steps]  # a beam sentence's rows say the same
-    assert all(len(step) <= sentences and len(step) * max(map(len, step)) <= tokens_bound for step in in_step)
+    places = sentences + max(1, int(NEWCOMER_SHARE * sentences))
+    assert all(len(step) <= places and len(step) * max(map(len, step)) <= tokens_bound * places / sentences
+               for step in in_step)
     assert max(len(step) for step in in_step) >= fullest
 
 
 def test_sentences_join_the_running_batch_and_leave_it_when_done():
-    """A long sentence is decoding when short ones arrive (max_batch_sentences 2): each short one takes the free
-    place at the next step, greedy or beam, and is answered while the long one goes on."""
+    """A long sentence is decoding when short ones arrive (max_batch_sentences 2, and one more place for a new
+    request's first sentence): each short one takes a free place at the next step, greedy or beam, and is answered
+    while the long one goes on."""
     long, shorts = tokens(30, 7), [tokens(2, 10 + i) for i in range(4)]
     translator = EchoTranslator(pace=0.005)
     answered: dict[int, int] = {}  # short sentence -> steps run when its request was answered
@@ -457,29 +461,33 @@ def test_sentences_join_the_running_batch_and_leave_it_when_done():
 
     asyncio.run(main())
     for rows in translator.steps:
-        assert long in rows and len({tuple(r) for r in rows}) <= 2
+        assert long in rows and len({tuple(r) for r in rows}) <= 3
     assert all(rows == [long] * 4 for rows in translator.steps[max(answered.values()) :])  # the short ones left
 
 
 def test_requests_take_turns_to_join_the_batch():
-    """Two places (max_batch_sentences 2): a one-sentence request sent while a 20-sentence one runs joins at the
-    next free place, not after the other's 18 waiting sentences."""
+    """Two places (max_batch_sentences 2), both taken by a 20-sentence request: a one-sentence request sent while
+    it runs joins the full batch at the next step (a new request's first sentence may take one place more), not
+    after the other's 18 waiting sentences, nor when one of its running sentences ends."""
     translator, lone = EchoTranslator(pace=0.002), tokens(3, 99)
+    sent_at: list[int] = []
 
     async def main() -> None:
         batcher = Batcher(translator, Metrics(), "echo", 2, 4096, 0, 1024)
         batcher.start()
-        big = asyncio.ensure_future(batcher.submit([tokens(3, 10 + i) for i in range(20)], GREEDY))
+        big = asyncio.ensure_future(batcher.submit([tokens(30, 10 + i) for i in range(20)], GREEDY))
         while not translator.steps:
             await asyncio.sleep(0.001)
+        sent_at.append(len(translator.steps))
         (hyps,) = await batcher.submit([lone], GREEDY)
         assert hyps[0].tokens == lone and not big.done()
-        assert [h[0].tokens for h in await big] == [tokens(3, 10 + i) for i in range(20)]
+        assert [h[0].tokens for h in await big] == [tokens(30, 10 + i) for i in range(20)]
         await batcher.stop()
 
     asyncio.run(main())
     first_step = next(i for i, rows in enumerate(translator.steps) if lone in rows)
-    assert first_step <= 8  # a place frees every 4 steps (3 tokens and </s>); the big request needs 40
+    assert len(translator.steps[first_step]) == 3  # beside the two running sentences
+    assert first_step <= sent_at[0] + 2  # the step running when it came, then its own (a place frees every 31)
 
 
 # --- a worker that hears "ready" a moment after another ---------------------------------------------------------
