@@ -2,9 +2,10 @@
 
 select   x_0, x_1, ... (each (N, H, L, Dh)), rows (M,) int64 -> y_i = x_i[rows]
          keeps and reorders rows (beam search, sentences that leave)
-join     a_0, ..., b_0, ... , pads_a (8,), pads_b (8,) int64 -> y_i = concat(pad(a_i, pads_a), pad(b_i, pads_b))
+join     a_0, ..., b_0, ... , pads_b (8,) int64 -> y_i = concat(a_i, pad(b_i, pads_b))
          appends rows (sentences that join: zero self-attention caches, or encoder keys/values padded to the
-         longest source) and grows the caches' slots; pads are ONNX Pad's (begins of the 4 axes, then ends)
+         longest source); with no rows in a, grows or cuts the caches' slots. pads_b is ONNX Pad's (begins of the
+         4 axes, then ends). a is never padded: a Pad by zero would copy the running batch's caches once more
 Built here, for the number of cache tensors and their type, rather than stored in the model folder.
 """
 
@@ -27,18 +28,17 @@ def select_graph(count: int, dtype: int = TensorProto.FLOAT) -> bytes:
 
 
 def join_graph(count: int, dtype: int = TensorProto.FLOAT) -> bytes:
-    pads = [helper.make_tensor_value_info(name, TensorProto.INT64, [8]) for name in ("pads_a", "pads_b")]
+    pads = helper.make_tensor_value_info("pads_b", TensorProto.INT64, [8])
     a = [helper.make_tensor_value_info(f"a_{i}", dtype, SHAPE) for i in range(count)]
     b = [helper.make_tensor_value_info(f"b_{i}", dtype, ["M", "H", "L2", "Dh"]) for i in range(count)]
     ys = [helper.make_tensor_value_info(f"y_{i}", dtype, ["N2", "H", "L3", "Dh"]) for i in range(count)]
     nodes = []
     for i in range(count):
         nodes += [
-            helper.make_node("Pad", [f"a_{i}", "pads_a"], [f"pa_{i}"]),
             helper.make_node("Pad", [f"b_{i}", "pads_b"], [f"pb_{i}"]),
-            helper.make_node("Concat", [f"pa_{i}", f"pb_{i}"], [f"y_{i}"], axis=0),
+            helper.make_node("Concat", [f"a_{i}", f"pb_{i}"], [f"y_{i}"], axis=0),
         ]
-    return _model(helper.make_graph(nodes, "join", [*a, *b, *pads], ys))
+    return _model(helper.make_graph(nodes, "join", [*a, *b, pads], ys))
 
 
 def _model(graph: onnx.GraphProto) -> bytes:

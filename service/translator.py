@@ -237,10 +237,12 @@ class OrtDecoder:
             self.self_kv = self._resize([empty] * len(t.self_names), cache_slots(1, cfg.max_len))
         else:  # the new rows after the running ones, the encoder outputs padded to the longer source
             length = max(self.src_mask.shape[1], src_mask.shape[1])
-            self.cross_kv = self._join(self.cross_kv, cross_kv, length, length - src_mask.shape[1])
+            if length > self.src_mask.shape[1]:  # rarely: most joins pad only the newcomers
+                self.cross_kv = self._resize(self.cross_kv, length)
+            self.cross_kv = self._join(self.cross_kv, cross_kv, length - src_mask.shape[1])
             self.src_mask = np.concatenate([pad_columns(self.src_mask, length), pad_columns(src_mask[rows], length)])
             new = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
-            self.self_kv = self._join(self.self_kv, [new] * len(self.self_kv), self.slots, self.slots)
+            self.self_kv = self._join(self.self_kv, [new] * len(self.self_kv), self.slots)
         self.positions = np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)])
         self.encode_seconds += time.perf_counter() - started
 
@@ -308,17 +310,17 @@ class OrtDecoder:
             self.self_kv = self._resize(self.self_kv, slots)
 
     def _resize(self, values: list, length: int) -> list[ort.OrtValue]:
-        """values (OrtValues, or NumPy arrays) padded with zeros or cut to `length` along axis 2: a join with no
-        rows, its pads negative to cut."""
-        _, h, _, dh = values[0].shape() if isinstance(values[0], ort.OrtValue) else values[0].shape
+        """values (OrtValues, or NumPy arrays) padded with zeros or cut to `length` along axis 2: a join onto no
+        rows, its pad negative to cut."""
+        _, h, now, dh = values[0].shape() if isinstance(values[0], ort.OrtValue) else values[0].shape
         none = np.zeros((0, h, length, dh), np.float32)
-        return self._join(values, [none] * len(values), length, 0)
+        return self._join([none] * len(values), values, length - now)
 
-    def _join(self, a: list, b: list, length: int, b_short: int) -> list[ort.OrtValue]:
-        """concat(a_i, b_i) along the rows, both padded with zeros to `length` along axis 2; b_i's axis 2 is
-        `b_short` shorter than that (0 when it has the length already)."""
-        a_short = length - (a[0].shape()[2] if isinstance(a[0], ort.OrtValue) else a[0].shape[2])
-        pads = {"pads_a": np.array([0, 0, 0, 0, 0, 0, a_short, 0]), "pads_b": np.array([0, 0, 0, 0, 0, 0, b_short, 0])}
+    def _join(self, a: list, b: list, b_short: int) -> list[ort.OrtValue]:
+        """concat(a_i, b_i) along the rows, b_i padded with zeros along axis 2 by `b_short` (0 when it has a_i's
+        length already). a_i is not padded: its copy into the result is the only one (a join is one copy of the
+        running batch's caches)."""
+        pads = {"pads_b": np.array([0, 0, 0, 0, 0, 0, b_short, 0])}
         return self._run(self.translator.join, "a", a, pads, second=("b", b))
 
     def _run(self, session: ort.InferenceSession, prefix: str, values: list, cpu_inputs: dict[str, np.ndarray],
@@ -334,7 +336,7 @@ class OrtDecoder:
                     binding.bind_cpu_input(f"{name}_{i}", value)
         for name, value in cpu_inputs.items():
             binding.bind_cpu_input(name, value)
-        for i in range(len(values)):
+        for i in range(len(second[1] if second else values)):
             binding.bind_output(f"y_{i}", t.device)
         session.run_with_iobinding(binding, t.run_options)
         return binding.get_outputs()
