@@ -300,7 +300,9 @@ def test_beam_translations_equal_generate_s(
     # - length_penalty=0.0, and our alpha 0: both rank hypotheses by their sum of log-probabilities (transformers
     #   divides it by length ** length_penalty, we by GNMT's ((5 + length) / 6) ** alpha: they agree only at 0);
     # - early_stopping="never": with length_penalty 0 a sentence is done once its num_beams best finished
-    #   hypotheses score at least as well as its best live one, our rule (True stops at num_beams finished ones);
+    #   hypotheses score at least as well as its best live one (True stops at num_beams finished ones). We stop
+    #   sooner, once the best candidate ends (CTranslate2's rule), but with length_penalty 0 that hypothesis
+    #   out-scores every live one, whose scores only fall: the best translation is the same;
     # - both take the 2 * num_beams best continuations, finish those of the best num_beams that end with </s>,
     #   and go on with the best num_beams that do not; at the limit the num_beams best finish as they are, which
     #   is why Marian's forced_eos_token_id (</s> as the last token at the limit) is off;
