@@ -203,12 +203,16 @@ class OrtDecoder:
 
     def __init__(self, translator: Translator):
         self.translator = translator
-        self.cross_kv: list[ort.OrtValue] = []
-        self.self_kv: list[ort.OrtValue] = []
         self.src_mask = np.zeros((0, 0), dtype=bool)
-        self.positions = np.zeros(0, dtype=np.int64)  # each row's next position
         self.steps = 0
         self.encode_seconds = 0.0
+        self._empty()
+
+    def _empty(self) -> None:
+        """No rows: no caches, and no binding that holds their memory; the next add starts afresh."""
+        self.cross_kv: list[ort.OrtValue] = []
+        self.self_kv: list[ort.OrtValue] = []
+        self.positions = np.zeros(0, dtype=np.int64)  # each row's next position
         # the decoder step's binding, kept from step to step: the caches are bound again only after they changed
         # (binding a dozen tensors and reading every output back was a tenth of a one-sentence beam step)
         self.binding: ort.IOBinding | None = None
@@ -285,9 +289,8 @@ class OrtDecoder:
         return self.binding
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        if not len(rows):  # the batch is empty: the next add starts afresh, and no binding holds the caches' memory
-            self.cross_kv, self.self_kv, self.positions = [], [], self.positions[:0]
-            self.binding, self.bound, self.top_tokens, self.top_logp = None, [], None, None
+        if not len(rows):
+            self._empty()
             return
         rows = rows.astype(np.int64)
         self.self_kv, self.positions = self._run(self.translator.select, "x", self.self_kv, {"rows": rows}), \
@@ -336,7 +339,7 @@ class OrtDecoder:
                     binding.bind_cpu_input(f"{name}_{i}", value)
         for name, value in cpu_inputs.items():
             binding.bind_cpu_input(name, value)
-        for i in range(len(second[1] if second else values)):
+        for i in range(len(values)):
             binding.bind_output(f"y_{i}", t.device)
         session.run_with_iobinding(binding, t.run_options)
         return binding.get_outputs()
