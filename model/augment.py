@@ -35,11 +35,19 @@ def casing_variants(pairs: list[tuple[str, str]], share: float, seed: int) -> li
     return variants
 
 
+MAX_DIGITS = 6  # the longest new number: years, postcodes, prices
+
+
 def random_number(rng: random.Random, like: str) -> str:
-    """A number of about the same size as `like` (1 to 4 digits, no leading zero unless `like` has one)."""
+    """A number of 1 to MAX_DIGITS digits, no leading zero unless `like` has one: mostly of about the size of
+    `like`, and one time in four of any width, so that 5- and 6-digit numbers are seen though corpora rarely hold
+    them."""
     if like.startswith("0") and len(like) > 1:  # "05" in "10:05": keep the width
         return f"{rng.randrange(10 ** len(like)):0{len(like)}d}"
-    width = max(1, min(4, len(like) + rng.choice((-1, 0, 0, 1))))
+    if rng.random() < 0.25:
+        width = rng.randint(1, MAX_DIGITS)
+    else:
+        width = max(1, min(MAX_DIGITS, len(like) + rng.choice((-1, 0, 0, 1))))
     return str(rng.randrange(10 ** (width - 1) if width > 1 else 0, 10**width))
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 
-from model.augment import CASINGS, casing_variants, number_variants, number_word_variants
+from model.augment import CASINGS, MAX_DIGITS, casing_variants, number_variants, number_word_variants
 
 DIGITS = re.compile(r"\d+")
 
@@ -82,6 +83,13 @@ def test_number_variants_keep_zero_padded_widths():
         hour, _, platform = digit_runs(src)
         assert not hour.startswith("0") or hour == "0"
         assert not platform.startswith("0") or platform == "0"
+
+
+def test_new_numbers_take_every_width_up_to_six_digits():
+    variants = number_variants([("Room 12 is free.", "Zimmer 12 ist frei.")], copies=400, seed=1)
+    widths = Counter(len(digit_runs(src)[0]) for src, _ in variants)
+    assert set(widths) == set(range(1, MAX_DIGITS + 1))
+    assert widths[2] > widths[5], "mostly of about the original's size"
 
 
 def test_pairs_whose_sides_hold_other_numbers_are_skipped():
