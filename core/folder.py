@@ -44,6 +44,9 @@ class ModelConfig:
     eos_id: int = EOS_ID
     src_lang: str = "en"
     tgt_lang: str = "de"
+    # ids put before every source's pieces: a Marian model that translates into several languages reads the
+    # token of the one wanted (">>fra<<") there; empty for ours
+    source_prefix: list[int] = field(default_factory=list)
 
     @property
     def d_head(self) -> int:
@@ -58,8 +61,10 @@ class ModelConfig:
         return cls(**{k: v for k, v in values.items() if k in names})
 
     def source_ids(self, token_ids: list[list[int]]) -> list[list[int]]:
-        """What the encoder reads: each sentence's token ids, cut to what the positions cover, and its </s>."""
-        return [ids[: self.max_len - 1] + [self.eos_id] for ids in token_ids]
+        """What the encoder reads: each sentence's token ids after the source prefix, cut to what the positions
+        cover, and its </s>."""
+        room = self.max_len - 1 - len(self.source_prefix)
+        return [[*self.source_prefix, *ids[:room], self.eos_id] for ids in token_ids]
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Convert a Marian / OPUS-MT model (a folder of a Hugging Face MarianMTModel) into a model folder of ours.
 
-    python -m model.convert OPUS_MT_FOLDER --out MODEL_DIR [--src en --tgt de]
+    python -m model.convert OPUS_MT_FOLDER --out MODEL_DIR [--src en --tgt de] [--target-token '>>deu<<']
     python -m export MODEL_DIR/model.pt --out MODEL_DIR
 
 Writes MODEL_DIR/model.pt (our config and weights) and Marian's tokenizer files (source.spm, target.spm, vocab.json,
@@ -11,6 +11,9 @@ options of our config:
     position_layout   its sinusoids are [sin | cos], ours interleave them (the same angles, positions from 0)
     output_bias       its final_logits_bias, with -inf at <pad>: Marian never generates <pad>
     bos_id            decoding starts with its decoder_start_token_id (<pad>)
+    source_prefix     a model that translates into several languages (en-ROMANCE, en-mul, en-zh, ...) has a token per
+                      target language in its vocabulary (>>fra<<, >>spa<<, ...) and reads the wanted one before the
+                      source; a folder serves one target (--tgt), so its sources start with that token
 A model that does not fit (separate embeddings, pre-norm, ...) is refused with the reason.
 """
 
@@ -18,9 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 from pathlib import Path
 
+import langcodes
 import torch
 from transformers import MarianConfig, MarianMTModel
 
@@ -76,8 +81,48 @@ def unsupported(marian: MarianConfig, folder: Path) -> list[str]:
     return [reason for reason, applies in checks.items() if applies]
 
 
-def model_config(marian: MarianConfig, vocab: dict[str, int], src_lang: str, tgt_lang: str) -> ModelConfig:
-    """Our config of a Marian model whose vocabulary (vocab.json) agrees with its special ids."""
+LANGUAGE_TOKEN = re.compile(r">>(.+)<<")  # as transformers' MarianTokenizer recognizes them
+
+
+def language_of(code: str) -> str | None:
+    """The language of an OPUS-MT code or a LibreTranslate one, in ISO 639-1 where it has one: fra -> fr,
+    pt_br -> pt, cmn_Hans -> zh (a macrolanguage rather than its members); None for a code that names none."""
+    try:
+        return langcodes.Language.get(code.replace("_", "-")).prefer_macrolanguage().language
+    except (langcodes.LanguageTagError, ValueError):
+        return None
+
+
+def target_token(vocab: dict[str, int], tgt_lang: str, chosen: str | None = None) -> str | None:
+    """The target-language token (>>fra<<) that the sources of tgt_lang start with: `chosen`, or else the one whose
+    code is tgt_lang, or else the only one of tgt_lang's language. None for a model that has no such tokens (one
+    target language)."""
+    tokens = [piece for piece in vocab if LANGUAGE_TOKEN.fullmatch(piece)]
+    if chosen is not None:
+        if chosen not in tokens:
+            raise ValueError(f"{chosen!r} is not a target-language token of this model; it has {tokens or 'none'}")
+        return chosen
+    if not tokens:
+        return None
+    codes = {token: LANGUAGE_TOKEN.fullmatch(token)[1] for token in tokens}
+    matches = [token for token, code in codes.items() if code == tgt_lang]
+    if not matches and (language := language_of(tgt_lang)):
+        matches = [token for token, code in codes.items() if language_of(code) == language]
+    if len(matches) != 1:
+        shown = ", ".join(tokens[:30]) + (f" and {len(tokens) - 30} more" if len(tokens) > 30 else "")
+        raise ValueError(
+            f"the model translates into several languages, one per token: {shown}; target language {tgt_lang!r} "
+            f"matches {', '.join(matches) or 'none of them'}: give --tgt (the code clients ask for, e.g. fr) and, "
+            "where that is not enough, --target-token"
+        )
+    return matches[0]
+
+
+def model_config(
+    marian: MarianConfig, vocab: dict[str, int], src_lang: str, tgt_lang: str, language_token: str | None = None
+) -> ModelConfig:
+    """Our config of a Marian model whose vocabulary (vocab.json) agrees with its special ids; its sources start
+    with language_token when one is given."""
     found = (len(vocab), vocab.get("<pad>"), vocab.get("</s>"), "<unk>" in vocab)
     wanted = (marian.vocab_size, marian.pad_token_id, marian.eos_token_id, True)
     if found != wanted:
@@ -100,6 +145,7 @@ def model_config(marian: MarianConfig, vocab: dict[str, int], src_lang: str, tgt
         activation=MARIAN_ACTIVATIONS[marian.activation_function],
         position_layout="concatenated",
         output_bias=True,
+        source_prefix=[vocab[language_token]] if language_token else [],
     )
 
 
@@ -115,8 +161,11 @@ def marian_name(ours: str) -> str:
     return f"model.{stack}.layers.{layer}.{LAYER_PARTS[module]}.{parameter}"
 
 
-def convert(folder: Path, out: Path, src_lang: str | None = None, tgt_lang: str | None = None) -> Transformer:
-    """Write out/model.pt and the tokenizer files of the MarianMTModel in `folder`; returns our model."""
+def convert(
+    folder: Path, out: Path, src_lang: str | None = None, tgt_lang: str | None = None, language_token: str | None = None
+) -> Transformer:
+    """Write out/model.pt and the tokenizer files of the MarianMTModel in `folder`; returns our model. A model with
+    target-language tokens is converted for one target language (model.convert.target_token)."""
     config_file = folder / "config.json"
     if not config_file.is_file() or json.loads(config_file.read_text()).get("model_type") != "marian":
         raise ValueError(f"{folder} is not the folder of a MarianMTModel (its config.json says model_type marian)")
@@ -129,7 +178,7 @@ def convert(folder: Path, out: Path, src_lang: str | None = None, tgt_lang: str 
     if not (src_lang and tgt_lang):
         raise ValueError(f"{tokenizer_config} names no source_lang and target_lang: give --src and --tgt")
     vocab = json.loads((folder / MARIAN_FILES["vocab"]).read_text(encoding="utf-8"))
-    cfg = model_config(marian_config, vocab, src_lang, tgt_lang)
+    cfg = model_config(marian_config, vocab, src_lang, tgt_lang, target_token(vocab, tgt_lang, language_token))
 
     marian = MarianMTModel.from_pretrained(folder, local_files_only=True, dtype=torch.float32).eval()
     theirs = marian.state_dict()
@@ -153,9 +202,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, required=True, help="the model folder to write")
     p.add_argument("--src", help="source language code (default: tokenizer_config.json's source_lang)")
     p.add_argument("--tgt", help="target language code (default: tokenizer_config.json's target_lang)")
+    p.add_argument("--target-token", help="a model with several target languages: the token of the one to serve, "
+                   "e.g. '>>cmn_Hans<<' (default: the token of --tgt's language, when there is exactly one)")
     args = p.parse_args(argv)
     try:
-        model = convert(args.folder, args.out, args.src, args.tgt)
+        model = convert(args.folder, args.out, args.src, args.tgt, args.target_token)
     except ValueError as e:
         p.exit(2, f"model.convert: {e}\n")
     print(f"{args.out / 'model.pt'}: {model.num_parameters():,} parameters, {model.cfg}")

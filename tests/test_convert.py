@@ -12,6 +12,7 @@ with other options, for the conversion alone, have random weights scaled up (std
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from core.search import SearchOptions, pad_batch
 from core.tokenizer import MARIAN_FILES, load_tokenizer
 from export.__main__ import main as export_main
 from model.checkpoint import load_model
-from model.convert import convert
+from model.convert import convert, target_token
 from model.convert import main as convert_main
 from model.tokenizer import train_sentencepiece
 from model.transformer import Transformer, sinusoidal_positions
@@ -66,8 +67,9 @@ TINY = dict(  # OPUS-MT's options at a tiny size; vocabulary and special ids com
 # --- the Marian folder -----------------------------------------------------------------------------------------
 
 
-def write_tokenizer(folder: Path) -> None:
-    """source.spm, target.spm and vocab.json as OPUS-MT lays them out, and transformers' tokenizer_config.json."""
+def write_tokenizer(folder: Path, language_tokens: tuple[str, ...] = (), target_lang: str = "de") -> None:
+    """source.spm, target.spm and vocab.json as OPUS-MT lays them out, and transformers' tokenizer_config.json;
+    language_tokens (">>deu<<", ...) after <unk>, as a model with several target languages has them."""
     pieces = {}
     for name, texts in (("source", ENGLISH), ("target", GERMAN)):
         path = train_sentencepiece(texts * 10, folder / name, vocab_size=60).rename(folder / f"{name}.spm")
@@ -76,10 +78,10 @@ def write_tokenizer(folder: Path) -> None:
         pieces[name] = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if i not in special]
     left_out = [p for p in pieces["source"] if p not in pieces["target"]][-2:]  # these source pieces become <unk>
     shared = dict.fromkeys(p for p in pieces["source"] + pieces["target"] if p not in left_out)
-    vocab = {piece: i for i, piece in enumerate(["</s>", "<unk>", *shared, "<pad>"])}
+    vocab = {piece: i for i, piece in enumerate(["</s>", "<unk>", *language_tokens, *shared, "<pad>"])}
     (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
     transformers.MarianTokenizer(*(str(folder / name) for name in MARIAN_FILES.values()), source_lang="en",
-                                 target_lang="de").save_pretrained(folder)
+                                 target_lang=target_lang).save_pretrained(folder)
 
 
 def marian_config(vocab: dict[str, int], **overrides) -> MarianConfig:
@@ -253,11 +255,11 @@ def test_tokenizer_is_marian_s(model_dir: Path, hf_tokenizer: transformers.Maria
 
 
 def marian_translations(
-    marian: MarianMTModel, hf_tokenizer: transformers.MarianTokenizer, **settings
+    marian: MarianMTModel, hf_tokenizer: transformers.MarianTokenizer, texts: list[str] = TEXTS, **settings
 ) -> list[list[int]]:
-    """transformers' translations of TEXTS, without the start token and from </s> on."""
+    """transformers' translations of texts, without the start token and from </s> on."""
     pad, eos = marian.config.pad_token_id, marian.config.eos_token_id
-    batch = hf_tokenizer(TEXTS, return_tensors="pt", padding=True)
+    batch = hf_tokenizer(texts, return_tensors="pt", padding=True)
     with torch.inference_mode():
         out = marian.generate(**batch, do_sample=False, max_new_tokens=MAX_TOKENS, bad_words_ids=[[pad]], **settings)
     sequences = [row[1:].tolist() for row in out]  # <pad> fills them after </s>
@@ -326,3 +328,69 @@ def test_pad_is_banned_in_every_precision(model_dir: Path, precision: str):
     tokens, logp = decoder.step(np.full(3, cfg.bos_id), width=cfg.vocab_size)
     assert (tokens[:, -1] == cfg.pad_id).all() and np.isneginf(logp[:, -1]).all()
     assert np.isfinite(logp[:, :-1]).all()
+
+
+# --- a model with several target languages ---------------------------------------------------------------------
+
+LANGUAGE_TOKENS = (">>deu<<", ">>fra<<", ">>pt<<", ">>pt_br<<", ">>cmn_Hans<<", ">>cmn_Hant<<")
+
+
+@pytest.mark.parametrize(
+    "tgt_lang,chosen,token",
+    [
+        ("de", None, ">>deu<<"),  # OPUS-MT's ISO 639-3 code for the 639-1 code that clients send
+        ("fra", None, ">>fra<<"),  # the code itself
+        ("pt", None, ">>pt<<"),  # the code itself before other tokens of the language (pt_br)
+        ("pt_br", None, ">>pt_br<<"),
+        ("zh", ">>cmn_Hant<<", ">>cmn_Hant<<"),  # chosen, where the language has two tokens
+    ],
+)
+def test_the_target_language_picks_its_token(tgt_lang: str, chosen: str | None, token: str):
+    vocab = {piece: i for i, piece in enumerate(["</s>", "<unk>", *LANGUAGE_TOKENS, "▁a", "<pad>"])}
+    assert target_token(vocab, tgt_lang, chosen) == token
+
+
+@pytest.mark.parametrize(
+    "tgt_lang,chosen,message",
+    [
+        ("zh", None, "'zh' matches >>cmn_Hans<<, >>cmn_Hant<<: give --tgt"),  # two scripts
+        ("it", None, "'it' matches none of them"),
+        ("ROMANCE", None, "matches none of them"),  # a group's name, as some tokenizer configs give it
+        ("de", ">>ita<<", "'>>ita<<' is not a target-language token of this model"),
+    ],
+)
+def test_a_target_language_without_one_token_is_refused(tgt_lang: str, chosen: str | None, message: str):
+    vocab = {piece: i for i, piece in enumerate(["</s>", "<unk>", *LANGUAGE_TOKENS, "▁a", "<pad>"])}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        target_token(vocab, tgt_lang, chosen)
+
+
+def test_a_model_of_one_target_language_has_no_prefix(model_dir: Path):
+    assert target_token({"</s>": 0, "<unk>": 1, "<pad>": 2}, "de") is None
+    assert json.loads((model_dir / "config.json").read_text())["model"]["source_prefix"] == []
+
+
+def test_a_multi_target_model_reads_its_language_token_before_the_source(tmp_path: Path):
+    """Converted for German, the folder's sources start with >>deu<< as transformers' tokenizer puts it before
+    ">>deu<< text", and the translations are the same as generate's of those texts."""
+    tokenizer_folder = tmp_path / "tokenizer"
+    tokenizer_folder.mkdir()
+    write_tokenizer(tokenizer_folder, LANGUAGE_TOKENS, target_lang="mul")
+    folder = write_marian(tmp_path / "opus-mt-en-mul", tokenizer_folder, train=True)
+    with pytest.raises(SystemExit, match="2"):  # tokenizer_config.json's "mul" is no language of one token
+        convert_main([str(folder), "--out", str(tmp_path / "refused")])
+    out = tmp_path / "en-de"
+    convert_main([str(folder), "--out", str(out), "--tgt", "de"])
+    export_main([str(out / "model.pt"), "--out", str(out), "--variants", "fp32"])
+    translator = Translator(out, provider="cpu", threads=1)
+    assert translator.name == "en-de"
+    hf_tokenizer = transformers.MarianTokenizer.from_pretrained(folder)
+    prefixed = [f">>deu<< {text}" for text in TEXTS]
+    sources = translator.encode_texts(TEXTS)
+    assert sources == [hf_tokenizer(text)["input_ids"] for text in prefixed]
+    assert {ids[0] for ids in sources} == {hf_tokenizer.convert_tokens_to_ids(">>deu<<")}
+    marian = MarianMTModel.from_pretrained(folder).eval()
+    expected = marian_translations(marian, hf_tokenizer, prefixed, num_beams=1, forced_eos_token_id=None)
+    opts = SearchOptions(length_penalty=0.0, max_length_ratio=0.0, max_length_extra=MAX_TOKENS)
+    assert [hyps[0].tokens for hyps in translator.translate_ids(sources, opts).hypotheses] == expected
+    assert len({tuple(t) for t in expected}) > 1
