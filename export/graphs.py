@@ -139,5 +139,11 @@ def _export(module: nn.Module, args: tuple, path: Path, **kwargs) -> None:
     program.save(str(path), external_data=False)
     graph = onnx.load(str(path))
     graph.ir_version = min(graph.ir_version, IR_VERSION)
+    # The exporter also lists each weight's shape in value_info, a copy that goes stale once a tool rewrites the
+    # weight: the int8 quantizer turns every Gemm into a MatMul of its transposed weight, and then fails on it.
+    weights = {weight.name for weight in graph.graph.initializer}
+    shapes = [info for info in graph.graph.value_info if info.name not in weights]
+    del graph.graph.value_info[:]
+    graph.graph.value_info.extend(shapes)
     onnx.save(graph, str(path))
     onnx.checker.check_model(str(path))

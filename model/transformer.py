@@ -66,19 +66,27 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(d_model, d_model)
 
     def split_heads(self, x: Tensor) -> Tensor:
-        """(N, T, D) -> (N, H, T, Dh)"""
+        """(N, T, D) -> (N, H, T, Dh); one decoding step's (N, D) -> (N, H, 1, Dh), a reshape alone"""
+        if x.dim() == 2:
+            return x.view(x.size(0), self.n_heads, 1, -1)
         n, t, d = x.shape
         return x.view(n, t, self.n_heads, d // self.n_heads).transpose(1, 2)
+
+    @staticmethod
+    def merge_heads(out: Tensor, like: Tensor) -> Tensor:
+        """(N, H, T, Dh) -> like's shape, (N, T, D) or one step's (N, D)"""
+        if like.dim() == 2:
+            return out.reshape(like.shape)
+        return out.transpose(1, 2).reshape(like.shape)
 
     def keys_values(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The per-head keys and values of x, each (N, H, T, Dh)."""
         return self.split_heads(self.w_k(x)), self.split_heads(self.w_v(x))
 
     def forward(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-        """Queries from x (N, Tq, D) attend over the keys and values k, v (N, H, Tk, Dh)."""
+        """Queries from x (N, Tq, D), or one step's (N, D), attend over the keys and values k, v (N, H, Tk, Dh)."""
         out, _ = attention(self.split_heads(self.w_q(x)), k, v, mask)
-        n, h, t, dh = out.shape
-        return self.w_o(out.transpose(1, 2).reshape(n, t, h * dh))
+        return self.w_o(self.merge_heads(out, x))
 
 
 class FeedForward(nn.Module):
@@ -158,7 +166,7 @@ class DecoderLayer(nn.Module):
     ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """x (N, T, D) are target positions. Without a cache they attend to each other (under self_mask).
 
-        With a cache (each (N, H, L, Dh)), x is one step (T = 1): its keys and values are written into the cache at
+        With a cache (each (N, H, L, Dh)), x is one step, (N, D): its keys and values are written into the cache at
         `slot`, the index (row, head, row's position) of every row and head; its query attends to the slots
         self_mask allows.
         Returns the new x and this layer's self-attention keys and values, (N, H, T or L, Dh).
@@ -235,7 +243,7 @@ class Transformer(nn.Module):
         0..positions[i]. Rows at different positions share a step: a row that joins a running batch starts at
         position 0, its slots beyond its position unused.
         Returns the next-token logits (N, V) and the cache with this step written."""
-        x = self.embed_tokens(tokens[:, None], positions[:, None])
+        x = self.embed_tokens(tokens, positions)  # (N, D): 2-D all through, so that every Linear is one Gemm
         n, h, length = self_kv[0][0].shape[:3]
         slots = torch.arange(length, device=tokens.device)
         self_mask = (slots[None, :] <= positions[:, None])[:, None, None, :]  # (N, 1, 1, L)
@@ -246,7 +254,7 @@ class Transformer(nn.Module):
         for layer, cache, layer_cross_kv in zip(self.decoder, self_kv, cross_kv):
             x, kv = layer(x, layer_cross_kv, self_mask, key_mask, cache, slot)
             new_kv.append(kv)
-        return self.project(x)[:, 0], new_kv
+        return self.project(x), new_kv
 
     def project(self, x: Tensor) -> Tensor:
         """The decoder's output (N, T, D) -> logits (N, T, V), through the shared embedding."""
