@@ -58,9 +58,9 @@ class StandInEngine:
 
     async def start(self) -> None:
         for folder in model_folders(self.settings.model_dir):
-            pair = Pair.load(folder)
-            pair.provider, pair.precision = "stand-in", self.settings.precision
-            self.pairs[pair.source, pair.target] = pair
+            for pair in Pair.load(folder):
+                pair.provider, pair.precision = "stand-in", self.settings.precision
+                self.pairs[pair.source, pair.target] = pair
 
     async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
         if self.closing:

@@ -44,9 +44,9 @@ class ModelConfig:
     eos_id: int = EOS_ID
     src_lang: str = "en"
     tgt_lang: str = "de"
-    # ids put before every source's pieces: a Marian model that translates into several languages reads the
-    # token of the one wanted (">>fra<<") there; empty for ours
-    source_prefix: list[int] = field(default_factory=list)
+    # A Marian model that translates into several languages reads the token of the one wanted (">>fra<<") before
+    # every source: the id of that token for each target language served. Empty for a model of one target (ours).
+    target_tokens: dict[str, int] = field(default_factory=dict)
 
     @property
     def d_head(self) -> int:
@@ -60,16 +60,25 @@ class ModelConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in names})
 
-    def source_ids(self, token_ids: list[list[int]]) -> list[list[int]]:
-        """What the encoder reads: each sentence's token ids after the source prefix, cut to what the positions
-        cover, and its </s>."""
-        room = self.max_len - 1 - len(self.source_prefix)
-        return [[*self.source_prefix, *ids[:room], self.eos_id] for ids in token_ids]
+    @property
+    def targets(self) -> list[str]:
+        """The languages it translates into."""
+        return list(self.target_tokens) or [self.tgt_lang]
+
+    def source_ids(self, token_ids: list[list[int]], target: str | None = None) -> list[list[int]]:
+        """What the encoder reads: each sentence's token ids, cut to what the positions cover, and its </s>; after
+        the token of the target language (one of `targets`, by default the first) where the model has such tokens."""
+        target = target or self.targets[0]
+        if target not in self.targets:
+            raise ValueError(f"the model translates {self.src_lang} into {', '.join(self.targets)}, not {target!r}")
+        prefix = [self.target_tokens[target]] if self.target_tokens else []
+        return [[*prefix, *ids[: self.max_len - 1 - len(prefix)], self.eos_id] for ids in token_ids]
 
 
 @dataclass
 class FolderConfig:
-    """config.json: the language pair, the model, and the folder's files."""
+    """config.json: the language pair (its name; a multi-target model's languages are ModelConfig.targets), the
+    model, and the folder's files."""
 
     model: ModelConfig
     tokenizer: str | dict[str, str]  # core.tokenizer.Layout
@@ -89,6 +98,11 @@ class FolderConfig:
     @property
     def name(self) -> str:
         return f"{self.source_language}-{self.target_language}"
+
+    @property
+    def pairs(self) -> list[tuple[str, str]]:
+        """The (source, target) pairs it serves: one, or one per target language of a multi-target model."""
+        return [(self.source_language, target) for target in self.model.targets]
 
     def save(self, folder: Path) -> None:
         values = {"name": self.name, "source_language": self.source_language, "target_language": self.target_language}

@@ -31,9 +31,11 @@ def translate_texts(
     texts: list[str],
     opts: SearchOptions,
     batch_size: int = 64,
+    target: str | None = None,
 ) -> list[list[Translation]]:
-    """The n_best translations of each text, best first; sentences of similar length share a batch."""
-    sources = cfg.source_ids(tokenizer.encode(texts))
+    """The n_best translations of each text into `target` (ModelConfig.source_ids), best first; sentences of
+    similar length share a batch."""
+    sources = cfg.source_ids(tokenizer.encode(texts), target)
     order = sorted(range(len(texts)), key=lambda i: len(sources[i]))
     results: list[list[Translation]] = [[] for _ in texts]
     for begin in range(0, len(order), batch_size):

@@ -1,6 +1,6 @@
 """Convert a Marian / OPUS-MT model (a folder of a Hugging Face MarianMTModel) into a model folder of ours.
 
-    python -m model.convert OPUS_MT_FOLDER --out MODEL_DIR [--src en --tgt de] [--target-token '>>deu<<']
+    python -m model.convert OPUS_MT_FOLDER --out MODEL_DIR [--src en] [--tgt de [fr ...]] [--target-token '>>deu<<']
     python -m export MODEL_DIR/model.pt --out MODEL_DIR
 
 Writes MODEL_DIR/model.pt (our config and weights) and Marian's tokenizer files (source.spm, target.spm, vocab.json,
@@ -11,9 +11,9 @@ options of our config:
     position_layout   its sinusoids are [sin | cos], ours interleave them (the same angles, positions from 0)
     output_bias       its final_logits_bias, with -inf at <pad>: Marian never generates <pad>
     bos_id            decoding starts with its decoder_start_token_id (<pad>)
-    source_prefix     a model that translates into several languages (en-ROMANCE, en-mul, en-zh, ...) has a token per
+    target_tokens     a model that translates into several languages (en-ROMANCE, en-mul, en-zh, ...) has a token per
                       target language in its vocabulary (>>fra<<, >>spa<<, ...) and reads the wanted one before the
-                      source; a folder serves one target (--tgt), so its sources start with that token
+                      source; the folder serves the target languages asked for (--tgt fr es), each with its token
 A model that does not fit (separate embeddings, pre-norm, ...) is refused with the reason.
 """
 
@@ -119,10 +119,9 @@ def target_token(vocab: dict[str, int], tgt_lang: str, chosen: str | None = None
 
 
 def model_config(
-    marian: MarianConfig, vocab: dict[str, int], src_lang: str, tgt_lang: str, language_token: str | None = None
+    marian: MarianConfig, vocab: dict[str, int], src_lang: str, tgt_lang: str, target_tokens: dict[str, int]
 ) -> ModelConfig:
-    """Our config of a Marian model whose vocabulary (vocab.json) agrees with its special ids; its sources start
-    with language_token when one is given."""
+    """Our config of a Marian model whose vocabulary (vocab.json) agrees with its special ids."""
     found = (len(vocab), vocab.get("<pad>"), vocab.get("</s>"), "<unk>" in vocab)
     wanted = (marian.vocab_size, marian.pad_token_id, marian.eos_token_id, True)
     if found != wanted:
@@ -145,7 +144,7 @@ def model_config(
         activation=MARIAN_ACTIVATIONS[marian.activation_function],
         position_layout="concatenated",
         output_bias=True,
-        source_prefix=[vocab[language_token]] if language_token else [],
+        target_tokens=target_tokens,
     )
 
 
@@ -161,11 +160,28 @@ def marian_name(ours: str) -> str:
     return f"model.{stack}.layers.{layer}.{LAYER_PARTS[module]}.{parameter}"
 
 
+def target_tokens(vocab: dict[str, int], tgt_langs: list[str], chosen: str | None) -> dict[str, int]:
+    """The id of each target language's token (target_token); empty for a model of one target language."""
+    if chosen and len(tgt_langs) > 1:
+        raise ValueError(f"--target-token names the token of one target language, not of {', '.join(tgt_langs)}")
+    tokens = {tgt: target_token(vocab, tgt, chosen) for tgt in tgt_langs}
+    if None in tokens.values():
+        if len(tgt_langs) > 1:
+            raise ValueError(f"the model has no target-language tokens: it translates into one language, not into "
+                             f"{', '.join(tgt_langs)}")
+        return {}
+    return {tgt: vocab[token] for tgt, token in tokens.items()}
+
+
 def convert(
-    folder: Path, out: Path, src_lang: str | None = None, tgt_lang: str | None = None, language_token: str | None = None
+    folder: Path,
+    out: Path,
+    src_lang: str | None = None,
+    tgt_langs: list[str] | None = None,
+    language_token: str | None = None,
 ) -> Transformer:
     """Write out/model.pt and the tokenizer files of the MarianMTModel in `folder`; returns our model. A model with
-    target-language tokens is converted for one target language (model.convert.target_token)."""
+    target-language tokens serves the languages of tgt_langs (model.convert.target_token)."""
     config_file = folder / "config.json"
     if not config_file.is_file() or json.loads(config_file.read_text()).get("model_type") != "marian":
         raise ValueError(f"{folder} is not the folder of a MarianMTModel (its config.json says model_type marian)")
@@ -174,11 +190,14 @@ def convert(
         raise ValueError(f"{folder} cannot be converted: it has " + "; ".join(problems))
     tokenizer_config = folder / "tokenizer_config.json"
     languages = json.loads(tokenizer_config.read_text()) if tokenizer_config.exists() else {}
-    src_lang, tgt_lang = src_lang or languages.get("source_lang"), tgt_lang or languages.get("target_lang")
-    if not (src_lang and tgt_lang):
+    src_lang = src_lang or languages.get("source_lang")
+    tgt_langs = tgt_langs or ([languages["target_lang"]] if languages.get("target_lang") else [])
+    if not (src_lang and tgt_langs):
         raise ValueError(f"{tokenizer_config} names no source_lang and target_lang: give --src and --tgt")
     vocab = json.loads((folder / MARIAN_FILES["vocab"]).read_text(encoding="utf-8"))
-    cfg = model_config(marian_config, vocab, src_lang, tgt_lang, target_token(vocab, tgt_lang, language_token))
+    # the folder's name: its one target language, or the group a multi-target model's tokenizer names ("mul")
+    tgt_lang = tgt_langs[0] if len(tgt_langs) == 1 else languages.get("target_lang") or "mul"
+    cfg = model_config(marian_config, vocab, src_lang, tgt_lang, target_tokens(vocab, tgt_langs, language_token))
 
     marian = MarianMTModel.from_pretrained(folder, local_files_only=True, dtype=torch.float32).eval()
     theirs = marian.state_dict()
@@ -201,8 +220,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("folder", type=Path, help="a MarianMTModel folder: config.json, weights, source.spm, ...")
     p.add_argument("--out", type=Path, required=True, help="the model folder to write")
     p.add_argument("--src", help="source language code (default: tokenizer_config.json's source_lang)")
-    p.add_argument("--tgt", help="target language code (default: tokenizer_config.json's target_lang)")
-    p.add_argument("--target-token", help="a model with several target languages: the token of the one to serve, "
+    p.add_argument("--tgt", nargs="+", help="target language code (default: tokenizer_config.json's target_lang); "
+                   "a model with several target languages: each one to serve")
+    p.add_argument("--target-token", help="a model with several target languages: the token of the one --tgt, "
                    "e.g. '>>cmn_Hans<<' (default: the token of --tgt's language, when there is exactly one)")
     args = p.parse_args(argv)
     try:

@@ -87,8 +87,8 @@ class State:
 def language_detector(settings: Settings) -> LanguageDetector:
     """Everything slow on the HTTP side, done while the engine loads: the language detector, the tables."""
     invisible_characters()
-    configs = [FolderConfig.load(folder) for folder in model_folders(settings.model_dir)]
-    return LanguageDetector(sorted({c.source_language for c in configs} | {c.target_language for c in configs}))
+    pairs = [pair for folder in model_folders(settings.model_dir) for pair in FolderConfig.load(folder).pairs]
+    return LanguageDetector(sorted({language for pair in pairs for language in pair}))
 
 
 async def prepare(state: State) -> LanguageDetector:

@@ -30,31 +30,35 @@ class EngineGone(Exception):
 
 @dataclass
 class Pair:
-    """One language pair served: its model folder's config and tokenizer, and where its engine runs it."""
+    """One language pair served: its model folder's config and tokenizer, its target language (one of the folder's:
+    a multi-target model serves several pairs), and where its engine runs it."""
 
     folder: Path
     config: FolderConfig
     tokenizer: AnyTokenizer
+    target: str
     provider: str = ""  # ONNX Runtime's, once the engine has loaded the pair
     precision: str = ""
 
     @classmethod
-    def load(cls, folder: Path) -> Pair:
-        """The HTTP side's view of a pair that an engine elsewhere serves: the config and tokenizer, no graphs."""
+    def load(cls, folder: Path) -> list[Pair]:
+        """The HTTP side's view of a folder's pairs that an engine elsewhere serves: the config and tokenizer, no
+        graphs."""
         config = FolderConfig.load(folder)
-        return cls(folder, config, load_tokenizer(folder, config.tokenizer))
+        tokenizer = load_tokenizer(folder, config.tokenizer)
+        return [cls(folder, config, tokenizer, target) for _, target in config.pairs]
 
     @property
     def source(self) -> str:
         return self.config.source_language
 
     @property
-    def target(self) -> str:
-        return self.config.target_language
-
-    @property
     def name(self) -> str:
-        return self.config.name
+        return f"{self.source}-{self.target}"
+
+    def source_ids(self, sentences: list[str]) -> list[list[int]]:
+        """What the encoder reads for these sentences (ModelConfig.source_ids into this pair's target)."""
+        return self.config.model.source_ids(self.tokenizer.encode(sentences), self.target)
 
 
 class EngineClient(Protocol):

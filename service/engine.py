@@ -52,24 +52,29 @@ class Engine:
         """Nothing: in this process the models load in start(), while /health answers."""
 
     async def start(self) -> None:
-        """Load every model folder (in a thread: the event loop keeps answering), then start one batcher per pair."""
+        """Load every model folder (in a thread: the event loop keeps answering), then start one batcher per folder:
+        the pairs of a multi-target model share its batcher, their sentences its running batch."""
         translators: dict[tuple[str, str], Translator] = {}
         for folder in model_folders(self.settings.model_dir):
             translator = await asyncio.to_thread(load_translator, folder, self.settings)
-            pair = (translator.config.source_language, translator.config.target_language)
-            if pair in translators:
-                raise ValueError(f"two model folders translate {translator.name}: {translators[pair].model_dir} "
-                                 f"and {folder}")
-            translators[pair] = translator
+            for pair in translator.config.pairs:
+                if pair in translators:
+                    raise ValueError(f"two model folders translate {'-'.join(pair)}: {translators[pair].model_dir} "
+                                     f"and {folder}")
+                translators[pair] = translator
         s = self.settings
-        for key, translator in translators.items():
-            self.metrics.model_info.labels(translator.name, translator.provider, s.precision).set(1)
-            self.pairs[key] = Pair(translator.model_dir, translator.config, translator.tokenizer, translator.provider,
-                                   s.precision)
-            batcher = Batcher(translator, self.metrics, translator.name, s.max_batch_sentences, s.max_batch_tokens,
-                              s.max_wait_ms, s.max_queue, s.release_memory_after_s)
-            batcher.start()
-            self.batchers[translator.name] = batcher
+        batchers: dict[str, Batcher] = {}  # by folder name
+        for (_, target), translator in translators.items():
+            if translator.name not in batchers:
+                self.metrics.model_info.labels(translator.name, translator.provider, s.precision).set(1)
+                batchers[translator.name] = Batcher(translator, self.metrics, translator.name, s.max_batch_sentences,
+                                                    s.max_batch_tokens, s.max_wait_ms, s.max_queue,
+                                                    s.release_memory_after_s)
+                batchers[translator.name].start()
+            pair = Pair(translator.model_dir, translator.config, translator.tokenizer, target, translator.provider,
+                        s.precision)
+            self.pairs[pair.source, pair.target] = pair
+            self.batchers[pair.name] = batchers[translator.name]
 
     async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
         if self.closing:
@@ -79,4 +84,5 @@ class Engine:
     async def stop(self, deadline: float | None = None) -> None:
         """Stop every batcher: accepted work finishes up to `deadline` seconds, what is left is answered 503."""
         self.closing = True
-        await asyncio.gather(*(batcher.stop(deadline) for batcher in self.batchers.values()))
+        batchers = {id(batcher): batcher for batcher in self.batchers.values()}.values()  # a folder's pairs share one
+        await asyncio.gather(*(batcher.stop(deadline) for batcher in batchers))

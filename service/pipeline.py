@@ -128,7 +128,7 @@ class Pipeline:
         ids = {}
         for name, group in by_pair.items():
             pair = group[0].pair
-            ids[name] = pair.config.model.source_ids(pair.tokenizer.encode([s for t in group for s in t.sentences]))
+            ids[name] = pair.source_ids([s for t in group for s in t.sentences])
         opts = self.search_options(req)
         self.check_sizes([x for pair_ids in ids.values() for x in pair_ids], opts)
         await asyncio.gather(*(self.submit(group, ids[name], opts) for name, group in by_pair.items()))

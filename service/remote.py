@@ -79,7 +79,7 @@ class EngineServer:
 
     async def _hello(self) -> list[tuple[str, str, str]]:
         await self.loaded.wait()
-        return [(str(pair.folder), pair.provider, pair.precision) for pair in self.engine.pairs.values()]
+        return [(pair.name, pair.provider, pair.precision) for pair in self.engine.pairs.values()]
 
     def _translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions):
         return self.engine.translate(pair, sentences, opts)
@@ -95,7 +95,7 @@ class RemoteEngine:
         self.address = address
         self.lifeline = lifeline
         self.folders = folders
-        self.loaded: dict[str, Pair] = {}  # by folder, before the engine is ready
+        self.loaded: dict[str, Pair] = {}  # by name, before the engine is ready
         self.pairs: dict[tuple[str, str], Pair] = {}
         self.futures: dict[int, asyncio.Future] = {}
         self.ids = itertools.count()
@@ -110,7 +110,8 @@ class RemoteEngine:
 
     async def prepare(self) -> None:
         """Load the pairs' tokenizers (while the engine loads its models) and connect."""
-        self.loaded = {str(folder): await asyncio.to_thread(Pair.load, folder) for folder in self.folders}
+        for folder in self.folders:
+            self.loaded |= {pair.name: pair for pair in await asyncio.to_thread(Pair.load, folder)}
         self.socket = zmq.asyncio.Context.instance().socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.connect(self.address)
@@ -119,8 +120,8 @@ class RemoteEngine:
 
     async def start(self) -> None:
         """Wait for the engine to be ready: every worker turns ready the moment the engine's answer arrives."""
-        for folder, provider, precision in await self._call("hello"):
-            self.loaded[folder].provider, self.loaded[folder].precision = provider, precision
+        for name, provider, precision in await self._call("hello"):
+            self.loaded[name].provider, self.loaded[name].precision = provider, precision
         self.pairs = {(pair.source, pair.target): pair for pair in self.loaded.values()}
 
     async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:

@@ -136,9 +136,9 @@ class Translator:
     def name(self) -> str:
         return self.config.name
 
-    def encode_texts(self, texts: list[str]) -> list[list[int]]:
+    def encode_texts(self, texts: list[str], target: str | None = None) -> list[list[int]]:
         """Source ids of each text, as the encoder reads them (ModelConfig.source_ids)."""
-        return self.model_config.source_ids(self.tokenizer.encode(texts))
+        return self.model_config.source_ids(self.tokenizer.encode(texts), target)
 
     def new_decoder(self) -> OrtDecoder:
         """An empty decoder for a running batch (core.search.RunningBatch)."""
@@ -164,12 +164,13 @@ class Translator:
         trim_malloc()
 
     def translate(
-        self, texts: list[str], opts: SearchOptions | None = None, batch_size: int = 64
+        self, texts: list[str], opts: SearchOptions | None = None, batch_size: int = 64, target: str | None = None
     ) -> list[list[Translation]]:
-        """Translate texts (batched by length): the n_best translations of each, best first."""
+        """Translate texts (batched by length): the n_best translations of each, best first. `target`: one of the
+        model's target languages, where it has several (ModelConfig.targets)."""
         opts = opts or SearchOptions()
         translate_ids = lambda sources, o: self.translate_ids(sources, o).hypotheses  # noqa: E731
-        return translate_texts(translate_ids, self.tokenizer, self.model_config, texts, opts, batch_size)
+        return translate_texts(translate_ids, self.tokenizer, self.model_config, texts, opts, batch_size, target)
 
 
 def shrinking_run_options(device: str) -> ort.RunOptions:

@@ -16,11 +16,13 @@ import re
 import shutil
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import sentencepiece as spm
 import torch
 import transformers
+from client import TIMEOUT
 from transformers import MarianConfig, MarianMTModel
 
 from core.search import SearchOptions, pad_batch
@@ -31,6 +33,7 @@ from model.convert import convert, target_token
 from model.convert import main as convert_main
 from model.tokenizer import train_sentencepiece
 from model.transformer import Transformer, sinusoidal_positions
+from service.launch import running_service
 from service.translator import Translator
 
 torch.set_num_threads(1)
@@ -365,32 +368,62 @@ def test_a_target_language_without_one_token_is_refused(tgt_lang: str, chosen: s
         target_token(vocab, tgt_lang, chosen)
 
 
-def test_a_model_of_one_target_language_has_no_prefix(model_dir: Path):
+def test_a_model_of_one_target_language_has_no_target_tokens(model_dir: Path):
     assert target_token({"</s>": 0, "<unk>": 1, "<pad>": 2}, "de") is None
-    assert json.loads((model_dir / "config.json").read_text())["model"]["source_prefix"] == []
+    assert json.loads((model_dir / "config.json").read_text())["model"]["target_tokens"] == {}
 
 
-def test_a_multi_target_model_reads_its_language_token_before_the_source(tmp_path: Path):
-    """Converted for German, the folder's sources start with >>deu<< as transformers' tokenizer puts it before
-    ">>deu<< text", and the translations are the same as generate's of those texts."""
-    tokenizer_folder = tmp_path / "tokenizer"
-    tokenizer_folder.mkdir()
-    write_tokenizer(tokenizer_folder, LANGUAGE_TOKENS, target_lang="mul")
-    folder = write_marian(tmp_path / "opus-mt-en-mul", tokenizer_folder, train=True)
-    with pytest.raises(SystemExit, match="2"):  # tokenizer_config.json's "mul" is no language of one token
-        convert_main([str(folder), "--out", str(tmp_path / "refused")])
-    out = tmp_path / "en-de"
-    convert_main([str(folder), "--out", str(out), "--tgt", "de"])
+@pytest.fixture(scope="module")
+def multi_target_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A MarianMTModel with target-language tokens in its vocabulary, trained a little; tokenizer_config.json names
+    its targets "mul", as OPUS-MT's multi-target models name a group."""
+    folder = tmp_path_factory.mktemp("opus-mt-en-mul")
+    (folder / "tokenizer").mkdir()
+    write_tokenizer(folder / "tokenizer", LANGUAGE_TOKENS, target_lang="mul")
+    return write_marian(folder / "marian", folder / "tokenizer", train=True)
+
+
+def test_a_multi_target_model_needs_its_targets_named(tmp_path: Path, multi_target_dir: Path):
+    with pytest.raises(ValueError, match="'mul' matches none of them"):  # the group is no language of one token
+        convert(multi_target_dir, tmp_path / "refused")
+    with pytest.raises(ValueError, match="--target-token names the token of one target language"):
+        convert(multi_target_dir, tmp_path / "refused", tgt_langs=["de", "fr"], language_token=">>deu<<")
+    assert not (tmp_path / "refused").exists()
+
+
+def test_a_multi_target_model_serves_each_target_with_its_token(
+    tmp_path_factory: pytest.TempPathFactory, multi_target_dir: Path
+):
+    """Converted for German and French, one folder serves en-de and en-fr: each pair's sources start with its
+    token, as transformers' tokenizer puts >>deu<< or >>fra<< before the text, and the translations are generate's
+    of those texts, through Translator and through the service."""
+    out = tmp_path_factory.mktemp("converted") / "en-mul"
+    convert_main([str(multi_target_dir), "--out", str(out), "--tgt", "de", "fr"])
     export_main([str(out / "model.pt"), "--out", str(out), "--variants", "fp32"])
     translator = Translator(out, provider="cpu", threads=1)
-    assert translator.name == "en-de"
-    hf_tokenizer = transformers.MarianTokenizer.from_pretrained(folder)
-    prefixed = [f">>deu<< {text}" for text in TEXTS]
-    sources = translator.encode_texts(TEXTS)
-    assert sources == [hf_tokenizer(text)["input_ids"] for text in prefixed]
-    assert {ids[0] for ids in sources} == {hf_tokenizer.convert_tokens_to_ids(">>deu<<")}
-    marian = MarianMTModel.from_pretrained(folder).eval()
-    expected = marian_translations(marian, hf_tokenizer, prefixed, num_beams=1, forced_eos_token_id=None)
+    assert translator.name == "en-mul" and translator.config.pairs == [("en", "de"), ("en", "fr")]
+    hf_tokenizer = transformers.MarianTokenizer.from_pretrained(multi_target_dir)
+    marian = MarianMTModel.from_pretrained(multi_target_dir).eval()
     opts = SearchOptions(length_penalty=0.0, max_length_ratio=0.0, max_length_extra=MAX_TOKENS)
-    assert [hyps[0].tokens for hyps in translator.translate_ids(sources, opts).hypotheses] == expected
-    assert len({tuple(t) for t in expected}) > 1
+    expected = {}
+    for target, token in (("de", ">>deu<<"), ("fr", ">>fra<<")):
+        prefixed = [f"{token} {text}" for text in TEXTS]
+        sources = translator.encode_texts(TEXTS, target)
+        assert sources == [hf_tokenizer(text)["input_ids"] for text in prefixed]
+        assert {ids[0] for ids in sources} == {hf_tokenizer.convert_tokens_to_ids(token)}
+        generated = marian_translations(marian, hf_tokenizer, prefixed, num_beams=1, forced_eos_token_id=None)
+        assert [hyps[0].tokens for hyps in translator.translate_ids(sources, opts).hypotheses] == generated
+        expected[target] = [t[0].text for t in translator.translate(TEXTS, SearchOptions(), target=target)]
+    assert expected["de"] != expected["fr"], "the language token should change the translations"
+    with pytest.raises(ValueError, match="translates en into de, fr, not 'es'"):
+        translator.encode_texts(TEXTS, "es")
+
+    log = tmp_path_factory.mktemp("multi-target") / "service.log"
+    with running_service(out, log, threads=1, log_level="warning") as service:
+        languages = httpx.get(service.url + "/languages", timeout=TIMEOUT).json()
+        assert {x["code"]: x["targets"] for x in languages} == {"en": ["de", "fr"], "de": [], "fr": []}
+        for target in ("de", "fr"):
+            response = httpx.post(service.url + "/translate", timeout=TIMEOUT,
+                                  json={"q": TEXTS, "source": "en", "target": target, "beam_size": 1})
+            assert response.status_code == 200, response.text
+            assert response.json()["translatedText"] == expected[target]
