@@ -1,7 +1,8 @@
 """Training-time augmentation, so that robustness is learned by the model rather than patched in the server.
 
-casing:  a share of the pairs again in UPPER, lower or Title case on both sides, so that "A MAN IS RIDING" is
-         translated as well as "A man is riding".
+casing:  a share of the pairs again with the source in UPPER, lower or Title case and the target as written (or
+         recased alike), so that "A MAN IS RIDING" is translated as well as "A man is riding", into normally
+         written German.
 numbers: pairs whose source and target hold the same digit runs, again with other random numbers in their
          place, so that the model learns to copy digits (years, times, prices) rather than to guess them.
 number words: pairs where both sides spell the same small number ("two men" / "zwei Männer"), again with one
@@ -24,14 +25,18 @@ NUMBER_WORDS = {
 }
 
 
-def casing_variants(pairs: list[tuple[str, str]], share: float, seed: int) -> list[tuple[str, str]]:
-    """About `share` of the pairs, each once more with one casing applied to source and target alike."""
+def casing_variants(
+    pairs: list[tuple[str, str]], share: float, seed: int, target_too: bool = False
+) -> list[tuple[str, str]]:
+    """About `share` of the pairs, each once more with one casing applied to the source, and to the target as well
+    when target_too. A target left as written teaches the model to read any casing and write the target language's
+    own: an UPPER CASE target is spelled in pieces the model rarely writes, and came out misspelled ("KINATZE")."""
     rng = random.Random(seed)
     variants = []
     for src, tgt in pairs:
         if rng.random() < share:
             case = rng.choice(CASINGS)
-            variants.append((case(src), case(tgt)))
+            variants.append((case(src), case(tgt) if target_too else tgt))
     return variants
 
 

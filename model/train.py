@@ -58,6 +58,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pre-norm", action="store_true", help="pre-LN instead of the paper's post-LN")
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--case-share", type=float, default=0.05, help="share of pairs added again in another casing")
+    p.add_argument("--case-target", action=argparse.BooleanOptionalAction, default=False,
+                   help="recase the target of those pairs too (default: the source alone)")
     p.add_argument("--number-copies", type=int, default=3, help="copies of each pair with digits, new numbers")
     p.add_argument(
         "--number-word-copies", type=int, default=1, help="copies of each pair spelling one small number, in digits"
@@ -91,7 +93,7 @@ def training_pairs(corpus: Corpus, args: argparse.Namespace) -> list[tuple[str, 
     pairs = read_pairs(corpus.directory, "train", args.src, args.tgt)
     return (
         pairs
-        + casing_variants(pairs, args.case_share, args.seed)
+        + casing_variants(pairs, args.case_share, args.seed, args.case_target)
         + number_variants(pairs, args.number_copies, args.seed)
         + number_word_variants(pairs, args.src, args.tgt, args.number_word_copies, args.seed)
     )

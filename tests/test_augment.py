@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+import pytest
+
 from model.augment import CASINGS, MAX_DIGITS, casing_variants, number_variants, number_word_variants
 
 DIGITS = re.compile(r"\d+")
@@ -26,12 +28,14 @@ def without_digits(text: str) -> str:
 # --- casing -----------------------------------------------------------------------------------------
 
 
-def test_a_casing_variant_has_one_casing_on_both_sides():
-    variants = casing_variants(MIXED_CASE, share=0.1, seed=1)
+@pytest.mark.parametrize("target_too", [False, True])
+def test_a_casing_variant_recases_its_source_and_the_target_when_asked(target_too: bool):
+    variants = casing_variants(MIXED_CASE, share=0.1, seed=1, target_too=target_too)
     assert variants
     for src, tgt in variants:
         matching = [
-            case for case in CASINGS for pair in MIXED_CASE if (src, tgt) == (case(pair[0]), case(pair[1]))
+            case for case in CASINGS for pair in MIXED_CASE
+            if (src, tgt) == (case(pair[0]), case(pair[1]) if target_too else pair[1])
         ]
         assert len(matching) == 1, (src, tgt)
     used = {case for case in CASINGS for src, _ in variants if case(src) == src}  # a casing leaves its own alone
