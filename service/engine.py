@@ -41,7 +41,8 @@ class Engine:
         self.settings = settings
         self.metrics = metrics
         self.pairs: dict[tuple[str, str], Pair] = {}
-        self.batchers: dict[str, Batcher] = {}
+        self.batchers: list[Batcher] = []  # one per model folder
+        self.routes: dict[str, Batcher] = {}  # pair name -> its folder's batcher
         self.closing = False
 
     @property
@@ -54,35 +55,34 @@ class Engine:
     async def start(self) -> None:
         """Load every model folder (in a thread: the event loop keeps answering), then start one batcher per folder:
         the pairs of a multi-target model share its batcher, their sentences its running batch."""
-        translators: dict[tuple[str, str], Translator] = {}
+        translators: list[Translator] = []
+        folders: dict[tuple[str, str], Path] = {}  # which folder serves a pair
         for folder in model_folders(self.settings.model_dir):
             translator = await asyncio.to_thread(load_translator, folder, self.settings)
             for pair in translator.config.pairs:
-                if pair in translators:
-                    raise ValueError(f"two model folders translate {'-'.join(pair)}: {translators[pair].model_dir} "
-                                     f"and {folder}")
-                translators[pair] = translator
+                if pair in folders:
+                    raise ValueError(f"two model folders translate {'-'.join(pair)}: {folders[pair]} and {folder}")
+                folders[pair] = folder
+            translators.append(translator)
         s = self.settings
-        batchers: dict[str, Batcher] = {}  # by folder name
-        for (_, target), translator in translators.items():
-            if translator.name not in batchers:
-                self.metrics.model_info.labels(translator.name, translator.provider, s.precision).set(1)
-                batchers[translator.name] = Batcher(translator, self.metrics, translator.name, s.max_batch_sentences,
-                                                    s.max_batch_tokens, s.max_wait_ms, s.max_queue,
-                                                    s.release_memory_after_s)
-                batchers[translator.name].start()
-            pair = Pair(translator.model_dir, translator.config, translator.tokenizer, target, translator.provider,
-                        s.precision)
-            self.pairs[pair.source, pair.target] = pair
-            self.batchers[pair.name] = batchers[translator.name]
+        for translator in translators:
+            self.metrics.model_info.labels(translator.name, translator.provider, s.precision).set(1)
+            batcher = Batcher(translator, self.metrics, translator.name, s.max_batch_sentences, s.max_batch_tokens,
+                              s.max_wait_ms, s.max_queue, s.release_memory_after_s)
+            batcher.start()
+            self.batchers.append(batcher)
+            for _, target in translator.config.pairs:
+                pair = Pair(translator.model_dir, translator.config, translator.tokenizer, target, translator.provider,
+                            s.precision)
+                self.pairs[pair.source, pair.target] = pair
+                self.routes[pair.name] = batcher
 
     async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
         if self.closing:
             raise ShuttingDown()
-        return await self.batchers[pair].submit(sentences, opts)
+        return await self.routes[pair].submit(sentences, opts)
 
     async def stop(self, deadline: float | None = None) -> None:
         """Stop every batcher: accepted work finishes up to `deadline` seconds, what is left is answered 503."""
         self.closing = True
-        batchers = {id(batcher): batcher for batcher in self.batchers.values()}.values()  # a folder's pairs share one
-        await asyncio.gather(*(batcher.stop(deadline) for batcher in batchers))
+        await asyncio.gather(*(batcher.stop(deadline) for batcher in self.batchers))
