@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> dict:
         engines, device = load_engines(folder, args.threads)
         config = FolderConfig.load(folder)
         texts, _ = load_test_set()
-        tokenizer = load_tokenizer(folder, config.tokenizer)
+        tokenizer = load_tokenizer(folder, config.tokenizer, config.model.case_tags)
         sources = sorted(config.model.source_ids(tokenizer.encode(texts[: args.sentences])), key=len)
         runs = measure(engines, sources, args)
     result = {

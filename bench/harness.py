@@ -139,7 +139,8 @@ def load_engine(name: str, model_dir: Path, threads: int, ct2_dir: Path | None =
         from model.decode import translate
 
         torch.set_num_threads(threads)
-        model, tokenizer = load_model(model_dir / "model.pt"), Tokenizer(model_dir / "spm.model")
+        model = load_model(model_dir / "model.pt")
+        tokenizer = Tokenizer(model_dir / "spm.model", model.cfg.case_tags)
         cached = variant == "cache"
         return lambda texts, opts, batch: translate(model, tokenizer, texts, opts, batch_size=batch, cached=cached)
     raise ValueError(f"unknown engine {name}")

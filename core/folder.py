@@ -44,6 +44,7 @@ class ModelConfig:
     eos_id: int = EOS_ID
     src_lang: str = "en"
     tgt_lang: str = "de"
+    case_tags: bool = False  # sources read case-folded, each UPPER or Title Case word after a tag (core.tokenizer)
     # A Marian model that translates into several languages reads the token of the one wanted (">>fra<<") before
     # every source: the id of that token for each target language served. Empty for a model of one target (ours).
     target_tokens: dict[str, int] = field(default_factory=dict)

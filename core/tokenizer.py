@@ -18,30 +18,72 @@ MARIAN_FILES = {"source": "source.spm", "target": "target.spm", "vocab": "vocab.
 Layout = str | dict[str, str]  # config.json's "tokenizer": SPM_FILE, or MARIAN_FILES
 
 
-class Tokenizer:
-    """One SentencePiece model for both languages, with its own ids."""
+UPPER, TITLE = "upper", "title"
 
-    def __init__(self, model_file: str | Path):
+
+def word_case(word: str) -> str | None:
+    """UPPER for a word of two or more letters, all capitals; TITLE for a capital and then lower case letters (one
+    capital alone too: "A", "I"); None for the rest: lower case, no letters, or mixed case (iPhone, McDonald)."""
+    letters = [c for c in word if c.isalpha()]
+    if not letters or not letters[0].isupper():
+        return None
+    if len(letters) > 1 and all(c.isupper() for c in letters):
+        return UPPER
+    return TITLE if all(c.islower() for c in letters[1:]) else None
+
+
+class Tokenizer:
+    """One SentencePiece model for both languages, with its own ids.
+
+    With case tags (ModelConfig.case_tags), a source word in UPPER CASE or Title Case is read in lower case after a
+    tag that says which, so "BICYCLE", "Bicycle" and "bicycle" share their pieces: the model sees the same words
+    whatever the casing, and the casing beside them. The two tags take the ids after SentencePiece's own. Targets
+    are read as written.
+    """
+
+    def __init__(self, model_file: str | Path, case_tags: bool = False):
         self.sp = spm.SentencePieceProcessor(model_file=str(model_file))
         self.pad_id = self.sp.pad_id()
         self.unk_id = self.sp.unk_id()
         self.bos_id = self.sp.bos_id()
         self.eos_id = self.sp.eos_id()
+        pieces = self.sp.get_piece_size()
+        self.case_tags = {UPPER: pieces, TITLE: pieces + 1} if case_tags else {}
+        self.word_starts = [self.sp.id_to_piece(i).startswith("▁") for i in range(pieces)]
 
     @property
     def vocab_size(self) -> int:
-        return self.sp.get_piece_size()
+        return self.sp.get_piece_size() + len(self.case_tags)
 
     # One call per text: SentencePiece's list calls start a thread pool each time, which on a busy server's
     # saturated cores waits to be scheduled (10% of the event loop's time under load, 10x the work itself).
 
     def encode(self, texts: list[str]) -> list[list[int]]:
-        """Token ids of each text, without special tokens."""
+        """Token ids of each source text, without special tokens; with case tags where the model has them."""
+        if self.case_tags:
+            return [self._with_case_tags(text) for text in texts]
+        return [self.sp.encode(text) for text in texts]
+
+    def encode_targets(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each target text as written, without special tokens."""
         return [self.sp.encode(text) for text in texts]
 
     def decode(self, ids: list[list[int]]) -> list[str]:
-        """Text of each id sequence; special tokens are dropped."""
+        """Text of each id sequence; special tokens and case tags are dropped."""
+        if self.case_tags:
+            ids = [[i for i in sequence if i < self.sp.get_piece_size()] for sequence in ids]
         return [self.sp.decode(sequence) for sequence in ids]
+
+    def _with_case_tags(self, text: str) -> list[int]:
+        """The pieces of text with its UPPER and Title Case words in lower case, each after its tag."""
+        words = text.split()
+        cases = [word_case(word) for word in words]
+        ids = self.sp.encode(" ".join(word.lower() if case else word for word, case in zip(words, cases)))
+        starts = [i for i, piece in enumerate(ids) if self.word_starts[piece]]
+        if len(starts) != len(words):  # SentencePiece's normalization joined or split words: read it as written
+            return self.sp.encode(text)
+        tags = {start: self.case_tags[case] for start, case in zip(starts, cases) if case}
+        return [x for i, piece in enumerate(ids) for x in ((tags[i], piece) if i in tags else (piece,))]
 
 
 class MarianTokenizer:
@@ -92,8 +134,8 @@ def layout_files(layout: Layout) -> list[str]:
 AnyTokenizer = Tokenizer | MarianTokenizer
 
 
-def load_tokenizer(folder: Path, layout: Layout) -> AnyTokenizer:
-    """The tokenizer of a model folder, from config.json's "tokenizer"."""
+def load_tokenizer(folder: Path, layout: Layout, case_tags: bool = False) -> AnyTokenizer:
+    """The tokenizer of a model folder, from config.json's "tokenizer" (and the model's case_tags)."""
     if isinstance(layout, str):
-        return Tokenizer(folder / layout)
+        return Tokenizer(folder / layout, case_tags)
     return MarianTokenizer(**{part: folder / name for part, name in layout.items()})

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> dict:
     if refs is not None and len(refs) != len(sources):
         raise SystemExit(f"{args.src_file} has {len(sources)} lines but {args.ref_file} has {len(refs)}")
     model = load_model(args.checkpoint, args.device)
-    tokenizer = Tokenizer(args.spm or find_spm(args.checkpoint))
+    tokenizer = Tokenizer(args.spm or find_spm(args.checkpoint), model.cfg.case_tags)
     opts = SearchOptions(beam_size=args.beam_size, length_penalty=args.length_penalty)
     started = time.perf_counter()
     hyps = translate(model, tokenizer, sources, opts, batch_size=args.batch_size)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--preset", choices=PRESETS, default="small")
     p.add_argument("--pre-norm", action="store_true", help="pre-LN instead of the paper's post-LN")
     p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--case-tags", action="store_true",
+                   help="read sources case-folded, each UPPER or Title Case word after a tag (core.tokenizer)")
+    p.add_argument("--init", type=Path, help="start from the weights of another run's checkpoint, and its tokenizer "
+                   "(a fine-tune); embedding rows the vocabulary gained (--case-tags) start at random")
     p.add_argument("--case-share", type=float, default=0.05, help="share of pairs added again in another casing")
     p.add_argument("--case-target", action=argparse.BooleanOptionalAction, default=False,
                    help="recase the target of those pairs too (default: the source alone)")
@@ -100,19 +105,22 @@ def training_pairs(corpus: Corpus, args: argparse.Namespace) -> list[tuple[str, 
 
 
 def load_tokenizer(args: argparse.Namespace) -> Tokenizer:
-    """The run's SentencePiece model, trained on the training text of every corpus on first use."""
+    """The run's SentencePiece model: --init's run's, or else trained on the training text of every corpus on first
+    use."""
     path = args.out / "spm.model"
+    if not path.exists() and args.init:
+        shutil.copy(args.init.parent.parent / "spm.model", path)  # RUN/checkpoints/step_*.pt -> RUN/spm.model
     if not path.exists():
         pairs = [p for c in args.data for p in training_pairs(c, args)]
         texts = [side for pair in pairs for side in pair]
         train_sentencepiece(texts, args.out / "spm", args.vocab_size)
-    return Tokenizer(path)
+    return Tokenizer(path, args.case_tags)
 
 
 def encode_pairs(tokenizer: Tokenizer, pairs: list[tuple[str, str]], cfg: ModelConfig) -> list[Example]:
     """Sources as the encoder reads them (ModelConfig.source_ids); targets cut so that </s> still fits."""
     src = cfg.source_ids(tokenizer.encode([s for s, _ in pairs]))
-    tgt = tokenizer.encode([t for _, t in pairs])
+    tgt = tokenizer.encode_targets([t for _, t in pairs])
     return [Example(s, t[: cfg.max_len - 1]) for s, t in zip(src, tgt)]
 
 
@@ -152,7 +160,7 @@ class Trainer:
         tok = self.tokenizer
         self.cfg = preset(
             args.preset, vocab_size=tok.vocab_size, pre_norm=args.pre_norm, src_lang=args.src, tgt_lang=args.tgt,
-            pad_id=tok.pad_id, unk_id=tok.unk_id, bos_id=tok.bos_id, eos_id=tok.eos_id,
+            pad_id=tok.pad_id, unk_id=tok.unk_id, bos_id=tok.bos_id, eos_id=tok.eos_id, case_tags=args.case_tags,
         )
         seed_everything(args.seed)
         self.model = Transformer(self.cfg).to(args.device)
@@ -169,6 +177,8 @@ class Trainer:
         self.checkpoints.mkdir(exist_ok=True)
         if existing := step_checkpoints(self.checkpoints):
             self.resume(existing[-1])
+        elif args.init:
+            self.initialize(args.init)
 
     # --- checkpoints ---------------------------------------------------------------------------------
     def save(self) -> Path:
@@ -200,6 +210,15 @@ class Trainer:
         random.setstate(state["rng"]["python"])
         np.random.set_state(state["rng"]["numpy"])
         print(f"resumed from {path}: step {self.step}, epoch {self.epoch}, batch {self.batch_index}")
+
+    def initialize(self, path: Path) -> None:
+        """Start from the weights of another run's checkpoint (same dimensions); the embedding rows this run's
+        vocabulary has beyond that run's keep their random start. Optimizer, step and schedule start afresh."""
+        weights = torch.load(path, map_location=self.args.device, weights_only=False)["model"]
+        embedding = self.model.embed.weight.detach().clone()
+        embedding[: len(weights["embed.weight"])] = weights["embed.weight"]
+        self.model.load_state_dict(weights | {"embed.weight": embedding})
+        print(f"initialized from {path}: {len(embedding) - len(weights['embed.weight'])} new embedding rows")
 
     # --- training ------------------------------------------------------------------------------------
     def log(self, record: dict) -> None:

@@ -45,7 +45,7 @@ class Pair:
         """The HTTP side's view of a folder's pairs that an engine elsewhere serves: the config and tokenizer, no
         graphs."""
         config = FolderConfig.load(folder)
-        tokenizer = load_tokenizer(folder, config.tokenizer)
+        tokenizer = load_tokenizer(folder, config.tokenizer, config.model.case_tags)
         return [cls(folder, config, tokenizer, target) for _, target in config.pairs]
 
     @property

@@ -101,7 +101,7 @@ class Translator:
         if precision not in self.config.graphs:
             raise ValueError(f"{self.model_dir} has no {precision} graphs; it has {sorted(self.config.graphs)}")
         self.precision = precision
-        self.tokenizer = load_tokenizer(self.model_dir, self.config.tokenizer)
+        self.tokenizer = load_tokenizer(self.model_dir, self.config.tokenizer, self.model_config.case_tags)
         self.provider = running_provider(provider)
         if provider == "cuda" and self.provider != "CUDAExecutionProvider":
             log.warning("CUDA was asked for but is not usable here; ONNX Runtime runs on %s", self.provider)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from core.search import SearchOptions
-from core.tokenizer import Tokenizer
+from core.tokenizer import TITLE, UPPER, Tokenizer, word_case
 from model import plot, train
 from model.augment import casing_variants, number_variants
 from model.checkpoint import load_model, step_checkpoints
@@ -169,6 +169,52 @@ def test_a_resumed_run_continues_exactly(tmp_path, test_presets, sentence_pairs,
 
 
 # --- evaluation and plots ---------------------------------------------------------------------------
+
+
+# --- case tags and fine-tuning ---------------------------------------------------------------------
+
+
+def test_case_tags_read_every_casing_of_a_sentence_as_the_same_pieces(memorized_run, sentence_pairs):
+    plain, tagged = Tokenizer(memorized_run / "spm.model"), Tokenizer(memorized_run / "spm.model", case_tags=True)
+    upper, title = tagged.case_tags[UPPER], tagged.case_tags[TITLE]
+    assert tagged.vocab_size == plain.vocab_size + 2 and {upper, title} == {plain.vocab_size, plain.vocab_size + 1}
+    for english, _ in sentence_pairs:
+        casings = [english, english.upper(), english.lower(), english.title()]
+        encoded = tagged.encode(casings)
+        untagged = [[i for i in ids if i not in (upper, title)] for ids in encoded]
+        assert untagged == [plain.encode([english.lower()])[0]] * 4, english  # the same pieces, in lower case
+        words = english.split()
+        assert encoded[1].count(upper) == sum(word_case(w) == UPPER for w in english.upper().split())
+        assert encoded[3].count(title) == len(words) and upper not in encoded[3]
+        assert upper not in encoded[2] and title not in encoded[2]
+        assert tagged.decode(encoded) == plain.decode(plain.encode([english.lower()])) * 4  # tags dropped
+        assert tagged.encode_targets([english]) == plain.encode([english])  # targets as written
+
+
+@pytest.mark.parametrize(
+    "word,case",
+    [("BICYCLE.", UPPER), ("U.S.", UPPER), ("Hello,", TITLE), ("A", TITLE), ("I", TITLE), ("bicycle", None),
+     ("12", None), ("iPhone", None), ("McDonald", None), ("", None)],
+)
+def test_word_case(word: str, case: str | None):
+    assert word_case(word) == case
+
+
+def test_a_fine_tune_starts_from_another_run_and_grows_its_vocabulary(memorized_run, sentence_pairs, tmp_path):
+    """--init with --case-tags: the run's tokenizer is the other run's, its weights are the other run's, and the
+    embedding gains two rows for the tags, which the sources read."""
+    data = write_corpus(tmp_path / "data", sentence_pairs)
+    init = step_checkpoints(memorized_run / "checkpoints")[-1]
+    options = ("--preset", "memorize", "--init", str(init), "--case-tags")
+    trainer = train.Trainer(train.parse_args(train_argv(data, tmp_path / "run", *options)))
+    assert (tmp_path / "run" / "spm.model").read_bytes() == (memorized_run / "spm.model").read_bytes()
+    before = torch.load(init, weights_only=False)["model"]
+    vocab = len(before["embed.weight"])
+    assert trainer.cfg.case_tags and trainer.cfg.vocab_size == vocab + 2 and trainer.step == 0
+    for name, weight in trainer.model.state_dict().items():
+        torch.testing.assert_close(weight[:vocab] if name == "embed.weight" else weight, before[name], msg=name)
+    title = trainer.tokenizer.case_tags[TITLE]
+    assert all(example.src[0] == title for example in trainer.train_set), "every English sentence starts capitalized"
 
 
 def test_score_is_cased_and_lowercased_bleu_and_chrf():
