@@ -63,7 +63,7 @@ def check(checkpoint: Path, spm_model: Path, ct2_dir: Path, texts: list[str], co
     """Compare greedy translations of `texts` by our PyTorch model and by its CTranslate2 conversion."""
     model = load_model(checkpoint)
     translator = CT2Translator(ct2_dir, compute_type=compute_type)
-    sources = [ids[: model.cfg.max_len - 1] for ids in translator.sp.encode(texts)]
+    sources = [ids[: model.cfg.max_len - 1] for ids in translator.tokenizer.encode(texts)]
     result = compare(torch_greedy_ids(model, sources), ct2_greedy_ids(translator, sources))
     return {"checkpoint": str(checkpoint), "compute_type": compute_type, **result}
 

@@ -31,7 +31,7 @@ import sentencepiece as spm
 from ctranslate2.specs import common_spec, transformer_spec
 from torch import nn
 
-from bench.ct2_engine import SPM_FILE
+from bench.ct2_engine import CASE_TAG_TOKENS, SPM_FILE
 from core.folder import ModelConfig
 from model.checkpoint import load_model
 from model.transformer import MultiHeadAttention, Residual, Transformer
@@ -105,16 +105,17 @@ def transformer_spec_of(model: Transformer) -> transformer_spec.TransformerSpec:
     return spec
 
 
-def vocabulary(spm_model: Path) -> list[str]:
-    """The SentencePiece pieces in id order: CTranslate2's token i is our id i."""
+def vocabulary(spm_model: Path, case_tags: bool = False) -> list[str]:
+    """The SentencePiece pieces in id order, then the case tags of a model that has them: CTranslate2's token i is
+    our id i."""
     sp = spm.SentencePieceProcessor(model_file=str(spm_model))
-    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())] + (CASE_TAG_TOKENS if case_tags else [])
 
 
 def configure(spec: transformer_spec.TransformerSpec, cfg: ModelConfig, pieces: list[str]) -> None:
     """Special tokens by our ids, the source </s> appended by CTranslate2, our LayerNorm epsilon."""
     if len(pieces) != cfg.vocab_size:
-        raise ValueError(f"the SentencePiece model has {len(pieces)} pieces, the checkpoint {cfg.vocab_size}")
+        raise ValueError(f"the vocabulary has {len(pieces)} tokens, the checkpoint {cfg.vocab_size}")
     spec.config.unk_token = pieces[cfg.unk_id]
     spec.config.bos_token = pieces[cfg.bos_id]
     spec.config.eos_token = pieces[cfg.eos_id]
@@ -135,7 +136,7 @@ class CheckpointConverter(ctranslate2.converters.Converter):
     def _load(self) -> transformer_spec.TransformerSpec:
         model = load_model(self.checkpoint)
         spec = transformer_spec_of(model)
-        configure(spec, model.cfg, vocabulary(self.spm_model))
+        configure(spec, model.cfg, vocabulary(self.spm_model, model.cfg.case_tags))
         spec.register_file(str(self.spm_model), SPM_FILE)
         return spec
 

@@ -5,15 +5,17 @@ Imports neither torch nor our model code, so that a benchmark process measures C
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import ctranslate2
-import sentencepiece as spm
 
 from core.search import SearchOptions
+from core.tokenizer import Tokenizer
 
 SPM_FILE = "spm.model"  # the SentencePiece model's name inside a directory written by bench.ct2_convert
+CASE_TAG_TOKENS = ["<case:upper>", "<case:title>"]  # CTranslate2's names of the case tags' ids (core.tokenizer)
 
 
 def max_target_length(source_length: int, opts: SearchOptions) -> int:
@@ -32,7 +34,11 @@ class CT2Translator:
         self.translator = ctranslate2.Translator(
             str(model_dir), device="cpu", compute_type=compute_type, inter_threads=1, intra_threads=threads
         )
-        self.sp = spm.SentencePieceProcessor(model_file=str(Path(model_dir) / SPM_FILE))
+        # the tokens CTranslate2 was given, in our ids' order: the pieces, and the case tags of a model with them
+        self.tokens: list[str] = json.loads((Path(model_dir) / "shared_vocabulary.json").read_text(encoding="utf-8"))
+        self.ids = {token: i for i, token in enumerate(self.tokens)}
+        case_tags = self.tokens[-len(CASE_TAG_TOKENS) :] == CASE_TAG_TOKENS
+        self.tokenizer = Tokenizer(Path(model_dir) / SPM_FILE, case_tags)
 
     def translate_ids(self, sources: list[list[int]], opts: SearchOptions, batch_size: int = 0) -> list[list[int]]:
         """The best translation of each source (ids without </s>; CTranslate2 appends it) as ids.
@@ -45,7 +51,7 @@ class CT2Translator:
             return []
         limits = [max_target_length(len(ids) + 1, opts) for ids in sources]
         results = self.translator.translate_batch(
-            [[self.sp.id_to_piece(i) for i in ids] for ids in sources],
+            [[self.tokens[i] for i in ids] for ids in sources],
             max_batch_size=batch_size,
             beam_size=opts.beam_size,
             length_penalty=opts.length_penalty,
@@ -53,9 +59,9 @@ class CT2Translator:
             min_decoding_length=0,  # ours may end at the first step
         )
         return [
-            [self.sp.piece_to_id(p) for p in result.hypotheses[0][:limit]] for result, limit in zip(results, limits)
+            [self.ids[token] for token in result.hypotheses[0][:limit]] for result, limit in zip(results, limits)
         ]
 
     def translate(self, texts: list[str], opts: SearchOptions, batch_size: int = 0) -> list[str]:
         """The best translation of each text, in batches as translate_ids makes them."""
-        return self.sp.decode(self.translate_ids(self.sp.encode(texts), opts, batch_size))
+        return self.tokenizer.decode(self.translate_ids(self.tokenizer.encode(texts), opts, batch_size))

@@ -13,7 +13,7 @@ pytest.importorskip("ctranslate2")
 
 from bench.ct2_check import ct2_greedy_ids, torch_greedy_ids  # noqa: E402
 from bench.ct2_convert import convert  # noqa: E402
-from bench.ct2_engine import CT2Translator  # noqa: E402
+from bench.ct2_engine import CASE_TAG_TOKENS, CT2Translator  # noqa: E402
 from model.config import preset  # noqa: E402
 from model.tokenizer import train_sentencepiece  # noqa: E402
 from model.transformer import Transformer  # noqa: E402
@@ -45,7 +45,7 @@ def random_checkpoint(path: Path, pre_norm: bool, std: float, **options: object)
     repeating the input token as a freshly initialised model with tied embeddings does.
     """
     torch.manual_seed(0)
-    cfg = preset("tiny", vocab_size=VOCAB, pre_norm=pre_norm, **options)
+    cfg = preset("tiny", **{"vocab_size": VOCAB, "pre_norm": pre_norm, **options})
     model = Transformer(cfg).eval()
     with torch.no_grad():
         for p in model.parameters():
@@ -69,7 +69,7 @@ def test_ct2_greedy_equals_ours(tmp_path: Path, spm_model: Path, pre_norm: bool,
     model = random_checkpoint(tmp_path / "model.pt", pre_norm, std, **options)
     ct2_dir = convert(tmp_path / "model.pt", spm_model, tmp_path / "ct2")
     translator = CT2Translator(ct2_dir, compute_type="float32")
-    sources = translator.sp.encode(SENTENCES[:10])
+    sources = translator.tokenizer.encode(SENTENCES[:10])
 
     ours = torch_greedy_ids(model, sources, batch_size=4)
     assert len({tuple(ids) for ids in ours}) > 1, "outputs do not depend on the source: a weak test"
@@ -92,8 +92,8 @@ def test_ct2_scores_equal_ours(tmp_path: Path, spm_model: Path, pre_norm: bool):
     """Every weight and option in the mapping shows in the log-probabilities, not only in an argmax."""
     model = random_checkpoint(tmp_path / "model.pt", pre_norm, std=0.3)
     translator = CT2Translator(convert(tmp_path / "model.pt", spm_model, tmp_path / "ct2"))
-    sources, targets = translator.sp.encode(SENTENCES[:5]), translator.sp.encode(SENTENCES[6:11])
-    pieces = [[translator.sp.id_to_piece(i) for i in ids] for ids in (*sources, *targets)]
+    sources, targets = translator.tokenizer.encode(SENTENCES[:5]), translator.tokenizer.encode(SENTENCES[6:11])
+    pieces = [[translator.tokens[i] for i in ids] for ids in (*sources, *targets)]
     results = translator.translator.score_batch(pieces[:5], pieces[5:])
     for source, target, result in zip(sources, targets, results):
         assert result.log_probs == pytest.approx(torch_log_probs(model, source, target), abs=1e-3)
@@ -104,7 +104,22 @@ def test_vocabulary_lines_up_with_sentencepiece_ids(tmp_path: Path, spm_model: P
     ct2_dir = convert(tmp_path / "model.pt", spm_model, tmp_path / "ct2")
     translator = CT2Translator(ct2_dir)
     vocabulary = json.loads((ct2_dir / "shared_vocabulary.json").read_text())
-    assert vocabulary == [translator.sp.id_to_piece(i) for i in range(translator.sp.get_piece_size())]
+    sp = translator.tokenizer.sp
+    assert vocabulary == translator.tokens == [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
     config = json.loads((ct2_dir / "config.json").read_text())
     assert (config["unk_token"], config["bos_token"], config["eos_token"]) == ("<unk>", "<s>", "</s>")
     assert config["add_source_eos"] is True
+
+
+def test_a_model_with_case_tags_reads_them_in_ct2_too(tmp_path: Path, spm_model: Path):
+    """The case tags (core.tokenizer) are two tokens after the pieces, and CTranslate2 translates the tagged sources
+    as our model does."""
+    model = random_checkpoint(tmp_path / "model.pt", False, 0.3, vocab_size=VOCAB + 2, case_tags=True)
+    ct2_dir = convert(tmp_path / "model.pt", spm_model, tmp_path / "ct2")
+    translator = CT2Translator(ct2_dir, compute_type="float32")
+    assert translator.tokens[-2:] == CASE_TAG_TOKENS and translator.tokenizer.case_tags
+    sources = translator.tokenizer.encode([text.upper() for text in SENTENCES[:10]])
+    assert all(VOCAB in ids for ids in sources), "UPPER CASE words come with their tag"
+    ours = torch_greedy_ids(model, sources, batch_size=4)
+    assert len({tuple(ids) for ids in ours}) > 1
+    assert ct2_greedy_ids(translator, sources, batch_size=4) == ours
