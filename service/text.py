@@ -15,6 +15,7 @@ import sentencex
 LINE_BREAKS = re.compile(r"(\s*\n\s*)")
 # "1." or "a)" opening a line is a list item's number, not a sentence of its own (sentencex splits it off)
 LIST_MARKER = re.compile(r"(?:\d+|[A-Za-z])[.)]")
+NON_ASCII_SPACE = re.compile(r"[^\S\x00-\x7f]")  # whitespace other than ASCII's: no-break space, \u2028, ...
 
 
 def split_sentences(text: str, language: str) -> list[str]:
@@ -29,16 +30,24 @@ def split_sentences(text: str, language: str) -> list[str]:
 
 
 def split_line(line: str, language: str) -> list[str]:
-    """split_sentences of a stripped text without line breaks."""
-    segments = list(sentencex.segment(language.split("-")[0].lower(), line))  # they add up to the line
+    """split_sentences of a stripped text without line breaks.
+
+    sentencex 1.0.32 panics on a capital, a whitespace character outside ASCII and a period ("Z\xa0."): it slices
+    at a byte inside that character. A Rust panic is no Exception in Python, and it failed the request. So sentencex
+    reads a copy with those characters made plain spaces, the same length, and the line is cut where the copy is.
+    """
+    plain = NON_ASCII_SPACE.sub(" ", line)
+    segments = list(sentencex.segment(language.split("-")[0].lower(), plain))  # they add up to the line
     if len(segments) > 1 and LIST_MARKER.fullmatch(segments[0].strip()):
         segments[:2] = [segments[0] + segments[1]]
     pieces: list[str] = []
     end = 0
     for sentence in (s.strip() for s in segments if s.strip()):
-        start = line.index(sentence, end)  # only whitespace lies between the previous sentence and this one
-        pieces += [line[end:start], sentence] if pieces else [sentence]
+        start = plain.index(sentence, end)  # only whitespace lies between the previous sentence and this one
+        if pieces:
+            pieces.append(line[end:start])
         end = start + len(sentence)
+        pieces.append(line[start:end])
     return pieces or [line]
 
 

@@ -79,6 +79,17 @@ def test_any_language_code_is_split(language: str):
     assert sentences_of(split_sentences("It rained. We stayed in.", language)) == ["It rained.", "We stayed in."]
 
 
+@pytest.mark.parametrize("space", ["\xa0", "\u2009", "\u3000", "\u2028", "\x85"])
+@pytest.mark.parametrize("language", ["en", "de", "fr"])
+def test_a_capital_before_a_wide_space_and_a_period_is_split(space: str, language: str):
+    """sentencex 1.0.32 panics on "Z\xa0." (a whitespace character of more than one byte after a capital and before
+    a period); the line is still split, and every character kept."""
+    text = f"Mr Z{space}. Smith came home. Then he left."
+    pieces = split_sentences(text, language)
+    assert "".join(pieces) == text
+    assert pieces[-1] == "Then he left."
+
+
 @pytest.mark.parametrize("text", ["", "   ", "\n\n", " \t\n "])
 def test_a_blank_text_has_no_sentences(text: str):
     pieces = split_sentences(text, "en")
