@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -94,8 +95,9 @@ def write_spacy_pipeline(folder: Path) -> None:
 def build_package(ct2_dir: Path, out_dir: Path, from_code: str, to_code: str, version: str = "1.0") -> Path:
     """An .argosmodel of the CTranslate2 conversion ct2_dir (with its spm.model) for from_code -> to_code."""
     if json.loads((ct2_dir / "shared_vocabulary.json").read_text(encoding="utf-8"))[-1] in CASE_TAG_TOKENS:
-        raise ValueError(f"{ct2_dir} reads case tags (core.tokenizer), which Argos Translate's SentencePiece-only "
-                         "tokenization cannot add: it would translate every capitalized word unlike our service")
+        print(f"warning: {ct2_dir} reads case tags (core.tokenizer), which Argos Translate's SentencePiece-only "
+              "tokenization does not add: LibreTranslate gets the same weights and sources without their tags, so "
+              "its translations of capitalized words differ from ours", file=sys.stderr)
     name = f"translate-{from_code}_{to_code}-{version.replace('.', '_')}"
     metadata = {
         "package_version": version,
