@@ -56,20 +56,41 @@ def random_number(rng: random.Random, like: str) -> str:
     return str(rng.randrange(10 ** (width - 1) if width > 1 else 0, 10**width))
 
 
+def number_form(rng: random.Random) -> str:
+    """A number as everyday text writes it, the same in both languages: a phone number in two groups, a date with
+    slashes, a time, a code of letters and digits; corpora hold few of them, and the model merged and cut them."""
+    form = rng.randrange(4)
+    if form == 0:
+        return f"0{rng.randrange(10, 10_000)} {rng.randrange(10**5, 10**8)}"
+    if form == 1:
+        return f"{rng.randrange(1, 32):02d}/{rng.randrange(1, 13):02d}/{rng.randrange(1900, 2100)}"
+    if form == 2:
+        return f"{rng.randrange(24)}:{rng.randrange(60):02d}"
+    return f"{rng.choice('ABCDEFGHKLMRSTX')}{rng.randrange(1, 1000)}"
+
+
+LONE_NUMBER = re.compile(r"(?<![\w:/.,])\d+(?!\w|[:/.,]\w)")  # not part of a time, a date, a decimal or a code
+
+
 def renumber(text: str, new: dict[str, str]) -> str:
     return DIGITS.sub(lambda match: new[match.group()], text)
 
 
 def number_variants(pairs: list[tuple[str, str]], copies: int, seed: int) -> list[tuple[str, str]]:
-    """`copies` variants of each pair whose sides hold the same digit runs, with new numbers in both."""
+    """`copies` variants of each pair whose sides hold the same digit runs, with new numbers in both; where both
+    sides hold one number standing alone, one variant in four writes it as a phone number, date, time or code."""
     rng = random.Random(seed)
     variants = []
     for src, tgt in pairs:
         runs = DIGITS.findall(src)
         if not runs or sorted(runs) != sorted(DIGITS.findall(tgt)):
             continue
+        lone = len(runs) == 1 and len(LONE_NUMBER.findall(src)) == len(LONE_NUMBER.findall(tgt)) == 1
         for _ in range(copies):
-            new = {run: random_number(rng, run) for run in runs}
+            if lone and rng.random() < 0.25:
+                new = {runs[0]: number_form(rng)}
+            else:
+                new = {run: random_number(rng, run) for run in runs}
             variants.append((renumber(src, new), renumber(tgt, new)))
     return variants
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from model.augment import CASINGS, MAX_DIGITS, casing_variants, number_variants, number_word_variants
+from model.augment import CASINGS, LONE_NUMBER, MAX_DIGITS, casing_variants, number_variants, number_word_variants
 
 DIGITS = re.compile(r"\d+")
 
@@ -94,6 +94,24 @@ def test_new_numbers_take_every_width_up_to_six_digits():
     widths = Counter(len(digit_runs(src)[0]) for src, _ in variants)
     assert set(widths) == set(range(1, MAX_DIGITS + 1))
     assert widths[2] > widths[5], "mostly of about the original's size"
+
+
+def test_a_lone_number_is_sometimes_written_as_a_phone_number_date_time_or_code():
+    room = ("Room 12 is free.", "Zimmer 12 ist frei.")
+    variants = number_variants([room], copies=400, seed=1)
+    forms = [src[len("Room ") : -len(" is free.")] for src, _ in variants]
+    assert all(tgt == f"Zimmer {form} ist frei." for form, (_, tgt) in zip(forms, variants))
+    patterns = {r"0\d+ \d+": 0, r"\d\d/\d\d/\d{4}": 0, r"\d+:\d\d": 0, r"[A-Z]\d+": 0, r"\d+": 0}
+    for form in forms:
+        patterns[next(p for p in patterns if re.fullmatch(p, form))] += 1
+    assert all(patterns.values()), patterns
+    assert 50 < len(forms) - patterns[r"\d+"] < 150, "about one in four"
+
+
+def test_numbers_in_times_dates_and_decimals_are_not_lone():
+    assert LONE_NUMBER.findall("at 10:05 from 7, B12, 3.5 or 03/10/2024 and 12.") == ["7", "12"]
+    for src, _ in number_variants([TIME], copies=50, seed=1):  # three runs: never a form
+        assert re.fullmatch(r"\d+:\d+", src.split()[4]) and DIGITS.fullmatch(src.split()[-1][:-1]), src
 
 
 def test_pairs_whose_sides_hold_other_numbers_are_skipped():
