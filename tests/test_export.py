@@ -453,7 +453,8 @@ def shipped() -> Shipped:
         message = f"Multi30k test_2016_flickr not found ({e}); set MULTI30K_DIR (now {multi30k_dir()})"
         pytest.fail(message, pytrace=False)
     model = load_model(SHIPPED_DIR / "model.pt")
-    return Shipped(Exported(model, Tokenizer(SHIPPED_DIR / "spm.model"), SHIPPED_DIR), sources, references)
+    tokenizer = Tokenizer(SHIPPED_DIR / "spm.model", model.cfg.case_tags)
+    return Shipped(Exported(model, tokenizer, SHIPPED_DIR), sources, references)
 
 
 @pytest.mark.parametrize("first", [0, 300, 600, 984])
