@@ -47,13 +47,14 @@ class Tokenizer:
         self.unk_id = self.sp.unk_id()
         self.bos_id = self.sp.bos_id()
         self.eos_id = self.sp.eos_id()
-        pieces = self.sp.get_piece_size()
-        self.case_tags = {UPPER: pieces, TITLE: pieces + 1} if case_tags else {}
-        self.word_starts = [self.sp.id_to_piece(i).startswith("▁") for i in range(pieces)]
+        self.pieces = self.sp.get_piece_size()
+        self.case_tags = {UPPER: self.pieces, TITLE: self.pieces + 1} if case_tags else {}
+        # which pieces begin a word; only case tags need it
+        self.word_starts = [self.sp.id_to_piece(i).startswith("▁") for i in range(self.pieces)] if case_tags else []
 
     @property
     def vocab_size(self) -> int:
-        return self.sp.get_piece_size() + len(self.case_tags)
+        return self.pieces + len(self.case_tags)
 
     # One call per text: SentencePiece's list calls start a thread pool each time, which on a busy server's
     # saturated cores waits to be scheduled (10% of the event loop's time under load, 10x the work itself).
@@ -71,7 +72,7 @@ class Tokenizer:
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Text of each id sequence; special tokens and case tags are dropped."""
         if self.case_tags:
-            ids = [[i for i in sequence if i < self.sp.get_piece_size()] for sequence in ids]
+            ids = [[i for i in sequence if i < self.pieces] for sequence in ids]
         return [self.sp.decode(sequence) for sequence in ids]
 
     def _with_case_tags(self, text: str) -> list[int]:
