@@ -4,7 +4,9 @@ casing:  a share of the pairs again with the source in UPPER, lower or Title cas
          recased alike), so that "A MAN IS RIDING" is translated as well as "A man is riding", into normally
          written German.
 numbers: pairs whose source and target hold the same digit runs, again with other random numbers in their
-         place, so that the model learns to copy digits (years, times, prices) rather than to guess them.
+         place, so that the model learns to copy digits (years, times, prices) rather than to guess them, and
+         sometimes a date, a decimal or thousands, written as each language writes them ("3,5" in German is
+         "3.5" in English).
 number words: pairs where both sides spell the same small number ("two men" / "zwei Männer"), again with one
          random number in digits on both sides: most everyday corpora spell numbers, so this gives thousands of
          digit pairs where the corpus has hundreds.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import random
 import re
+from dataclasses import dataclass
 
 DIGITS = re.compile(r"\d+")
 CASINGS = (str.upper, str.lower, str.title)
@@ -56,17 +59,41 @@ def random_number(rng: random.Random, like: str) -> str:
     return str(rng.randrange(10 ** (width - 1) if width > 1 else 0, 10**width))
 
 
-def number_form(rng: random.Random) -> str:
-    """A number as everyday text writes it, the same in both languages: a phone number in two groups, a date with
-    slashes, a time, a code of letters and digits; corpora hold few of them, and the model merged and cut them."""
-    form = rng.randrange(4)
+@dataclass(frozen=True)
+class NumberStyle:
+    """How a language writes the parts of a number: "3.5" / "3,5", "2,000" / "2.000", "03/10/2024" / "03.10.2024"."""
+
+    decimal: str = "."
+    thousands: str = ","
+    date: str = "/"
+
+
+NUMBER_STYLES = {"en": NumberStyle(), "de": NumberStyle(",", ".", "."), "fr": NumberStyle(",", " ", "/")}
+
+
+def number_form(rng: random.Random, src_lang: str = "", tgt_lang: str = "") -> tuple[str, str]:
+    """A number as everyday text writes it, in the source's and the target's style: a phone number in two groups, a
+    date, a time, a code of letters and digits, a decimal, thousands; corpora hold few of them, and the model merged
+    and cut them ("5,2" became "52"). A language without a style writes them as English does."""
+    src, tgt = (NUMBER_STYLES.get(lang, NumberStyle()) for lang in (src_lang, tgt_lang))
+    form = rng.randrange(6)
     if form == 0:
-        return f"0{rng.randrange(10, 10_000)} {rng.randrange(10**5, 10**8)}"
+        phone = f"0{rng.randrange(10, 10_000)} {rng.randrange(10**5, 10**8)}"
+        return phone, phone
     if form == 1:
-        return f"{rng.randrange(1, 32):02d}/{rng.randrange(1, 13):02d}/{rng.randrange(1900, 2100)}"
+        day, month, year = f"{rng.randrange(1, 32):02d}", f"{rng.randrange(1, 13):02d}", str(rng.randrange(1900, 2100))
+        return src.date.join((day, month, year)), tgt.date.join((day, month, year))
     if form == 2:
-        return f"{rng.randrange(24)}:{rng.randrange(60):02d}"
-    return f"{rng.choice('ABCDEFGHKLMRSTX')}{rng.randrange(1, 1000)}"
+        time = f"{rng.randrange(24)}:{rng.randrange(60):02d}"
+        return time, time
+    if form == 3:
+        code = f"{rng.choice('ABCDEFGHKLMRSTX')}{rng.randrange(1, 1000)}"
+        return code, code
+    if form == 4:
+        whole, fraction = str(rng.randrange(1000)), str(rng.randrange(100)).zfill(rng.choice((1, 2)))
+        return f"{whole}{src.decimal}{fraction}", f"{whole}{tgt.decimal}{fraction}"
+    thousands, rest = str(rng.randrange(1, 1000)), f"{rng.randrange(1000):03d}"
+    return f"{thousands}{src.thousands}{rest}", f"{thousands}{tgt.thousands}{rest}"
 
 
 LONE_NUMBER = re.compile(r"(?<![\w:/.,])\d+(?!\w|[:/.,]\w)")  # not part of a time, a date, a decimal or a code
@@ -76,9 +103,12 @@ def renumber(text: str, new: dict[str, str]) -> str:
     return DIGITS.sub(lambda match: new[match.group()], text)
 
 
-def number_variants(pairs: list[tuple[str, str]], copies: int, seed: int) -> list[tuple[str, str]]:
+def number_variants(
+    pairs: list[tuple[str, str]], copies: int, seed: int, src_lang: str = "", tgt_lang: str = ""
+) -> list[tuple[str, str]]:
     """`copies` variants of each pair whose sides hold the same digit runs, with new numbers in both; where both
-    sides hold one number standing alone, one variant in four writes it as a phone number, date, time or code."""
+    sides hold one number standing alone, one variant in three writes it as a phone number, date, time, code,
+    decimal or thousands, each side in its language's style."""
     rng = random.Random(seed)
     variants = []
     for src, tgt in pairs:
@@ -87,11 +117,12 @@ def number_variants(pairs: list[tuple[str, str]], copies: int, seed: int) -> lis
             continue
         lone = len(runs) == 1 and len(LONE_NUMBER.findall(src)) == len(LONE_NUMBER.findall(tgt)) == 1
         for _ in range(copies):
-            if lone and rng.random() < 0.25:
-                new = {runs[0]: number_form(rng)}
+            if lone and rng.random() < 1 / 3:
+                src_form, tgt_form = number_form(rng, src_lang, tgt_lang)
+                variants.append((renumber(src, {runs[0]: src_form}), renumber(tgt, {runs[0]: tgt_form})))
             else:
                 new = {run: random_number(rng, run) for run in runs}
-            variants.append((renumber(src, new), renumber(tgt, new)))
+                variants.append((renumber(src, new), renumber(tgt, new)))
     return variants
 
 

@@ -96,16 +96,31 @@ def test_new_numbers_take_every_width_up_to_six_digits():
     assert widths[2] > widths[5], "mostly of about the original's size"
 
 
-def test_a_lone_number_is_sometimes_written_as_a_phone_number_date_time_or_code():
+def test_a_lone_number_is_sometimes_written_as_a_phone_number_date_time_code_decimal_or_thousands():
     room = ("Room 12 is free.", "Zimmer 12 ist frei.")
-    variants = number_variants([room], copies=400, seed=1)
-    forms = [src[len("Room ") : -len(" is free.")] for src, _ in variants]
-    assert all(tgt == f"Zimmer {form} ist frei." for form, (_, tgt) in zip(forms, variants))
-    patterns = {r"0\d+ \d+": 0, r"\d\d/\d\d/\d{4}": 0, r"\d+:\d\d": 0, r"[A-Z]\d+": 0, r"\d+": 0}
-    for form in forms:
-        patterns[next(p for p in patterns if re.fullmatch(p, form))] += 1
+    variants = number_variants([room], copies=600, seed=1, src_lang="en", tgt_lang="de")
+    forms = [(src[len("Room ") : -len(" is free.")], tgt[len("Zimmer ") : -len(" ist frei.")]) for src, tgt in variants]
+    patterns = {  # English form, German form of the same number
+        (r"0\d+ \d+", r"0\d+ \d+"): 0,
+        (r"\d\d/\d\d/\d{4}", r"\d\d\.\d\d\.\d{4}"): 0,
+        (r"\d+:\d\d", r"\d+:\d\d"): 0,
+        (r"[A-Z]\d+", r"[A-Z]\d+"): 0,
+        (r"\d+\.\d\d?", r"\d+,\d\d?"): 0,
+        (r"\d+,\d{3}", r"\d+\.\d{3}"): 0,
+        (r"\d+", r"\d+"): 0,
+    }
+    for en, de in forms:
+        assert digit_runs(en) == digit_runs(de), (en, de)
+        patterns[next(p for p in patterns if re.fullmatch(p[0], en) and re.fullmatch(p[1], de))] += 1
     assert all(patterns.values()), patterns
-    assert 50 < len(forms) - patterns[r"\d+"] < 150, "about one in four"
+    assert 150 < len(forms) - patterns[(r"\d+", r"\d+")] < 250, "about one in three"
+
+
+def test_a_language_without_a_number_style_writes_forms_as_english_does():
+    variants = number_variants([("Room 12 is free.", "Zimmer 12 ist frei.")], copies=200, seed=1, tgt_lang="xx")
+    assert any("/" in tgt or "." in tgt[:-1] for _, tgt in variants)
+    for src, tgt in variants:
+        assert src[len("Room ") : -len(" is free.")] == tgt[len("Zimmer ") : -len(" ist frei.")]
 
 
 def test_numbers_in_times_dates_and_decimals_are_not_lone():
