@@ -46,7 +46,9 @@ from core.search import SearchOptions
 from model.data import TEST_SPLIT, load_test_set
 
 ENGINES = ["ort-fp32", "ort-int8", "ct2-float32", "ct2-int8"]
-PAIRS = {"ort-fp32": "ct2-float32", "ort-int8": "ct2-int8"}  # ours -> CTranslate2 at the same precision
+PAIRS = {  # ours -> CTranslate2 at the same precision
+    f"ort-{ours}{spin}": f"ct2-{ct2}" for ours, ct2 in [("fp32", "float32"), ("int8", "int8")] for spin in ("", "-spin")
+}
 PACKAGES = ["onnxruntime", "onnxruntime-gpu", "ctranslate2", "sentencepiece", "numpy", "torch", "sacrebleu"]
 
 

@@ -3,6 +3,8 @@ processes of their own, and the machine, memory, tables, plots and result files 
 
 Engines, by name (load_engine), each translating through the same search (core.search):
     ort-fp32, ort-int8          service.translator.Translator: what the service runs
+    ort-fp32-spin, ort-int8-spin   the same with ONNX Runtime's idle threads spinning between operators, as
+                                CTranslate2's OpenMP threads do by default (the service leaves it off: spin_threads)
     pytorch-cache               model.decode.translate with the KV-cached decoder the model is evaluated with
     pytorch-nocache             the same re-running the decoder over the whole prefix at every step
     ct2-float32, ct2-int8       CTranslate2 (bench.ct2_engine) on the conversion of the same checkpoint
@@ -126,7 +128,11 @@ def load_engine(name: str, model_dir: Path, threads: int, ct2_dir: Path | None =
     if kind == "ort":
         from service.translator import Translator
 
-        return ort_engine(Translator(model_dir, precision=variant, provider="cpu", threads=threads))
+        precision, _, suffix = variant.partition("-")
+        if suffix not in ("", "spin"):
+            raise ValueError(f"unknown engine {name}")
+        translator = Translator(model_dir, precision, provider="cpu", threads=threads, spin_threads=suffix == "spin")
+        return ort_engine(translator)
     if kind == "ct2":
         from bench.ct2_engine import CT2Translator
 
