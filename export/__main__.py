@@ -2,9 +2,9 @@
 
     python -m export CHECKPOINT --out MODEL_DIR [--spm SPM] [--variants fp32 int8 fp16]
 
-Writes encoder/decoder graphs for each precision (fp32: encoder.onnx; others: encoder.int8.onnx, ...),
-the tokenizer files and config.json. The tokenizer is the SentencePiece model SPM, or else the one
-beside the checkpoint: spm.model, or a converted Marian model's source.spm, target.spm and vocab.json.
+Writes encoder/decoder graphs for each precision (fp32: encoder.onnx; others: encoder.int8.onnx, ...; int8 is
+export.quantize's), the tokenizer files and config.json. The tokenizer is the SentencePiece model SPM, or else the
+one beside the checkpoint: spm.model, or a converted Marian model's source.spm, target.spm and vocab.json.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 from core.folder import OPSET, FolderConfig
 from core.tokenizer import SPM_FILE, Layout, find_layout, layout_files
 from export.graphs import export_decoder, export_encoder
+from export.quantize import quantize_int8
 from model.checkpoint import load_model
 
 VARIANTS = ("fp32", "int8", "fp16")
@@ -30,14 +31,6 @@ VARIANTS = ("fp32", "int8", "fp16")
 def graph_names(precision: str) -> dict[str, str]:
     suffix = "" if precision == "fp32" else f".{precision}"
     return {"encoder": f"encoder{suffix}.onnx", "decoder": f"decoder{suffix}.onnx"}
-
-
-def quantize_int8(src: Path, dst: Path) -> None:
-    """Dynamic int8 quantization of the MatMul weights (activations quantized on the fly) and of the embedding
-    table (Gather), for CPUs."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    quantize_dynamic(src, dst, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm", "Gather"])
 
 
 def convert_fp16(src: Path, dst: Path) -> None:

@@ -20,6 +20,7 @@ from service.translator import Translator
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(config.parent for config in (REPO / "models").glob("*/config.json"))
 TOLERANCE = 0.1  # BLEU points: the card has two decimals, and thread counts may move a last bit
+MAX_FOLDER_MIB = 60  # issue 15: a shipped folder, every precision's graphs included
 
 
 def card_bleu(model_dir: Path, split: str, search: str) -> float:
@@ -32,6 +33,16 @@ def card_bleu(model_dir: Path, split: str, search: str) -> float:
 
 def test_both_directions_are_shipped():
     assert {path.name for path in SHIPPED} >= {"en-de", "de-en"}
+
+
+@pytest.mark.parametrize("model_dir", SHIPPED, ids=lambda path: path.name)
+def test_a_shipped_folder_holds_every_precision_within_its_size(model_dir: Path):
+    config = json.loads((model_dir / "config.json").read_text())
+    assert set(config["graphs"]) >= {"fp32", "int8"}
+    for graphs in config["graphs"].values():
+        assert all((model_dir / name).is_file() for name in graphs.values()), graphs
+    size = sum(path.stat().st_size for path in model_dir.iterdir()) / 2**20
+    assert size <= MAX_FOLDER_MIB, f"{model_dir.name}: {size:.1f} MiB"
 
 
 @pytest.mark.parametrize("model_dir", SHIPPED, ids=lambda path: path.name)
