@@ -63,19 +63,24 @@ def random_number(rng: random.Random, like: str) -> str:
 class NumberStyle:
     """How a language writes the parts of a number: "3.5" / "3,5", "2,000" / "2.000", "03/10/2024" / "03.10.2024"."""
 
-    decimal: str = "."
-    thousands: str = ","
-    date: str = "/"
+    decimal: str
+    thousands: str
+    date: str
 
 
-NUMBER_STYLES = {"en": NumberStyle(), "de": NumberStyle(",", ".", "."), "fr": NumberStyle(",", " ", "/")}
+NUMBER_STYLES = {
+    "en": NumberStyle(decimal=".", thousands=",", date="/"),
+    "de": NumberStyle(decimal=",", thousands=".", date="."),
+    "fr": NumberStyle(decimal=",", thousands=" ", date="/"),
+}
 
 
-def number_form(rng: random.Random, src_lang: str = "", tgt_lang: str = "") -> tuple[str, str]:
+def number_form(rng: random.Random, src_lang: str, tgt_lang: str) -> tuple[str, str]:
     """A number as everyday text writes it, in the source's and the target's style: a phone number in two groups, a
     date, a time, a code of letters and digits, a decimal, thousands; corpora hold few of them, and the model merged
-    and cut them ("5,2" became "52"). A language without a style writes them as English does."""
-    src, tgt = (NUMBER_STYLES.get(lang, NumberStyle()) for lang in (src_lang, tgt_lang))
+    and cut them ("5,2" became "52"). Decimals have 1 to 3 digits after the point, as thousands have 3, so that
+    only the languages' separators tell them apart. A language without a style writes them as English does."""
+    src, tgt = (NUMBER_STYLES.get(lang, NUMBER_STYLES["en"]) for lang in (src_lang, tgt_lang))
     form = rng.randrange(6)
     if form == 0:
         phone = f"0{rng.randrange(10, 10_000)} {rng.randrange(10**5, 10**8)}"
@@ -90,7 +95,8 @@ def number_form(rng: random.Random, src_lang: str = "", tgt_lang: str = "") -> t
         code = f"{rng.choice('ABCDEFGHKLMRSTX')}{rng.randrange(1, 1000)}"
         return code, code
     if form == 4:
-        whole, fraction = str(rng.randrange(1000)), str(rng.randrange(100)).zfill(rng.choice((1, 2)))
+        width = rng.randint(1, 3)
+        whole, fraction = str(rng.randrange(1000)), f"{rng.randrange(10**width):0{width}d}"
         return f"{whole}{src.decimal}{fraction}", f"{whole}{tgt.decimal}{fraction}"
     thousands, rest = str(rng.randrange(1, 1000)), f"{rng.randrange(1000):03d}"
     return f"{thousands}{src.thousands}{rest}", f"{thousands}{tgt.thousands}{rest}"
@@ -104,7 +110,7 @@ def renumber(text: str, new: dict[str, str]) -> str:
 
 
 def number_variants(
-    pairs: list[tuple[str, str]], copies: int, seed: int, src_lang: str = "", tgt_lang: str = ""
+    pairs: list[tuple[str, str]], src_lang: str, tgt_lang: str, copies: int, seed: int
 ) -> list[tuple[str, str]]:
     """`copies` variants of each pair whose sides hold the same digit runs, with new numbers in both; where both
     sides hold one number standing alone, one variant in three writes it as a phone number, date, time, code,

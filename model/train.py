@@ -99,7 +99,7 @@ def training_pairs(corpus: Corpus, args: argparse.Namespace) -> list[tuple[str, 
     return (
         pairs
         + casing_variants(pairs, args.case_share, args.seed, args.case_target)
-        + number_variants(pairs, args.number_copies, args.seed, args.src, args.tgt)
+        + number_variants(pairs, args.src, args.tgt, args.number_copies, args.seed)
         + number_word_variants(pairs, args.src, args.tgt, args.number_word_copies, args.seed)
     )
 

@@ -136,7 +136,8 @@ def test_the_training_set_holds_the_augmented_pairs(tmp_path, sentence_pairs):
     data = write_corpus(tmp_path / "data", pairs)
     options = ("--preset", "tiny", "--case-share", "0.5", "--number-copies", "2")
     trainer = train.Trainer(train.parse_args(train_argv(data, tmp_path / "run", *options)))
-    cased, numbered = casing_variants(pairs, 0.5, trainer.args.seed), number_variants(pairs, 2, trainer.args.seed)
+    cased = casing_variants(pairs, 0.5, trainer.args.seed)
+    numbered = number_variants(pairs, "en", "de", 2, trainer.args.seed)
     assert cased and len(numbered) == 2
     decode = trainer.tokenizer.decode  # its pieces spell the variants too: they come back without <unk>
     sources = decode([example.src[:-1] for example in trainer.train_set])  # without </s>
