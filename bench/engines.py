@@ -47,7 +47,10 @@ from model.data import TEST_SPLIT, load_test_set
 
 ENGINES = ["ort-fp32", "ort-int8", "ct2-float32", "ct2-int8"]
 PAIRS = {  # ours -> CTranslate2 at the same precision
-    f"ort-{ours}{spin}": f"ct2-{ct2}" for ours, ct2 in [("fp32", "float32"), ("int8", "int8")] for spin in ("", "-spin")
+    "ort-fp32": "ct2-float32",
+    "ort-int8": "ct2-int8",
+    "ort-fp32-spin": "ct2-float32",
+    "ort-int8-spin": "ct2-int8",
 }
 PACKAGES = ["onnxruntime", "onnxruntime-gpu", "ctranslate2", "sentencepiece", "numpy", "torch", "sacrebleu"]
 

@@ -3,8 +3,10 @@ processes of their own, and the machine, memory, tables, plots and result files 
 
 Engines, by name (load_engine), each translating through the same search (core.search):
     ort-fp32, ort-int8          service.translator.Translator: what the service runs
-    ort-fp32-spin, ort-int8-spin   the same with ONNX Runtime's idle threads spinning between operators, as
-                                CTranslate2's OpenMP threads do by default (the service leaves it off: spin_threads)
+    ort-fp32-spin, ort-int8-spin
+                                the same with ONNX Runtime's idle threads spinning between operators, as
+                                CTranslate2's OpenMP threads do by default (the service leaves it off: spin_threads;
+                                not in bench.engines' default engines)
     pytorch-cache               model.decode.translate with the KV-cached decoder the model is evaluated with
     pytorch-nocache             the same re-running the decoder over the whole prefix at every step
     ct2-float32, ct2-int8       CTranslate2 (bench.ct2_engine) on the conversion of the same checkpoint

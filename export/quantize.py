@@ -22,23 +22,43 @@ def quantize_int8(src: Path, dst: Path) -> None:
 
     model = onnx.load(str(src))
     fold_weight_transposes(model.graph)
-    onnx.save(model, str(dst))
-    quantize_dynamic(dst, dst, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm", "Gather"])
+    quantize_dynamic(model, dst, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm", "Gather"])
 
 
 def fold_weight_transposes(graph: onnx.GraphProto) -> None:
-    """Replace each Transpose of an initializer by the transposed initializer (as ONNX Runtime folds it at load)."""
+    """Replace each Transpose of an initializer by the transposed initializer (as ONNX Runtime folds it at load); a
+    weight that nothing else reads is then dropped."""
     weights = {w.name: w for w in graph.initializer}
-    folded = []
-    for node in graph.node:
-        if node.op_type == "Transpose" and node.input[0] in weights:
-            perm = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "perm"), None)
-            value = np.transpose(numpy_helper.to_array(weights[node.input[0]]), perm)
-            graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value), node.output[0]))
-            folded.append(node)
-    for node in folded:
+    folds = [node for node in graph.node if node.op_type == "Transpose" and node.input[0] in weights]
+    for node in folds:
+        perm = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "perm"), None)
+        value = np.transpose(numpy_helper.to_array(weights[node.input[0]]), perm)
+        graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value), node.output[0]))
         graph.node.remove(node)
-    used = {name for node in graph.node for name in node.input} | {out.name for out in graph.output}
-    kept = [w for w in graph.initializer if w.name in used]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
+    read = names_read(graph)
+    for name in {node.input[0] for node in folds} - read:
+        graph.initializer.remove(weights[name])
+
+
+def names_read(graph: onnx.GraphProto) -> set[str]:
+    """Every name the graph's nodes read, its subgraphs' (If, Loop, Scan) included, and its outputs."""
+    read = {output.name for output in graph.output}
+    for node in graph.node:
+        read.update(node.input)
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                read |= names_read(attribute.g)
+            elif attribute.type == onnx.AttributeProto.GRAPHS:
+                for subgraph in attribute.graphs:
+                    read |= names_read(subgraph)
+    return read
+
+
+def weights_multiplied_in_float(graph: onnx.GraphProto) -> list[str]:
+    """The float MatMul and Gemm nodes that read a tensor computed from initializers alone: the products with a
+    weight that an int8 graph should not have."""
+    constant = {w.name for w in graph.initializer}
+    for node in graph.node:  # in topological order
+        if node.input and all(name in constant for name in node.input if name):
+            constant.update(node.output)
+    return [n.name for n in graph.node if n.op_type in ("MatMul", "Gemm") and set(n.input) & constant]
