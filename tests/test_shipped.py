@@ -10,9 +10,11 @@ import json
 import re
 from pathlib import Path
 
+import onnx
 import pytest
 
 from core.search import SearchOptions
+from export.quantize import weights_multiplied_in_float
 from model.data import load_test_set, multi30k_dir
 from quality.bleu import score
 from service.translator import Translator
@@ -43,6 +45,13 @@ def test_a_shipped_folder_holds_every_precision_within_its_size(model_dir: Path)
         assert all((model_dir / name).is_file() for name in graphs.values()), graphs
     size = sum(path.stat().st_size for path in model_dir.iterdir()) / 2**20
     assert size <= MAX_FOLDER_MIB, f"{model_dir.name}: {size:.1f} MiB"
+
+
+@pytest.mark.parametrize("model_dir", SHIPPED, ids=lambda path: path.name)
+def test_shipped_int8_graphs_multiply_every_weight_in_int8(model_dir: Path):
+    graphs = json.loads((model_dir / "config.json").read_text())["graphs"]["int8"]
+    for name in graphs.values():
+        assert weights_multiplied_in_float(onnx.load(str(model_dir / name)).graph) == [], name
 
 
 @pytest.mark.parametrize("model_dir", SHIPPED, ids=lambda path: path.name)
