@@ -2,14 +2,14 @@
 
     git worktree add /tmp/base COMMIT
     python -m bench.checkouts /tmp/base [--rounds 4] [--sentences 64] [--batched-sentences 512]
-                                        [--out bench/results/checkouts.json]
+                                        [--precision fp32] [--out bench/results/checkouts.json]
 
 Each round runs one fresh process per checkout, the first of the two alternating: the process imports that checkout's
 service.translator (the script runs from this file with the checkout first on sys.path), loads that checkout's own
-export of models/en-de with every core, and translates test_2016_flickr greedy and with beam 4, at batch size 1 (the
-first --sentences sentences) and 64 (the first --batched-sentences), after one small untimed run of each shape.
-Reported are the medians over the rounds and this checkout's ratio to the other; the machine is noisy, so only
-the ratios of one run mean much.
+export of models/en-de (its --precision graphs) with every core, and translates test_2016_flickr greedy and with
+beam 4, at batch size 1 (the first --sentences sentences) and 64 (the first --batched-sentences), after one small
+untimed run of each shape. Reported are the medians over the rounds and this checkout's ratio to the other; the
+machine is noisy, so only the ratios of one run mean much.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ HERE = Path(__file__).resolve().parents[1]
 SHAPES = [(1, 1), (1, 64), (4, 1), (4, 64)]  # (beam size, batch size)
 
 
-def measure(sentences: int, batched: int) -> dict[str, float]:
+def measure(sentences: int, batched: int, precision: str) -> dict[str, float]:
     """Sentences/s of each shape, in the checkout first on sys.path (run in a process of its own)."""
     from core.search import SearchOptions
     from model.data import load_test_set
     from service.translator import Translator
 
-    translator = Translator(Path("models/en-de"), threads=os.cpu_count() or 1)
+    translator = Translator(Path("models/en-de"), precision, threads=os.cpu_count() or 1)
     sources, _ = load_test_set()
     speeds = {}
     for beam, batch_size in SHAPES:
@@ -45,9 +45,9 @@ def measure(sentences: int, batched: int) -> dict[str, float]:
     return speeds
 
 
-def run_in(checkout: Path, sentences: int, batched: int) -> dict[str, float]:
+def run_in(checkout: Path, sentences: int, batched: int, precision: str) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    command = [sys.executable, __file__, "--measure", str(sentences), str(batched)]
+    command = [sys.executable, __file__, "--measure", str(sentences), str(batched), precision]
     done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -58,15 +58,17 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--sentences", type=int, default=64)
     p.add_argument("--batched-sentences", type=int, default=512)
+    p.add_argument("--precision", default="fp32", help="which graphs of each checkout's models/en-de")
     p.add_argument("--out", type=Path, default=HERE / "bench" / "results" / "checkouts.json")
     args = p.parse_args(argv)
     checkouts = {"this": HERE, "other": args.other.resolve()}
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in checkouts}
     for round_ in range(args.rounds):
         for name in sorted(checkouts, reverse=round_ % 2 == 1):  # who goes first alternates
-            runs[name].append(run_in(checkouts[name], args.sentences, args.batched_sentences))
+            runs[name].append(run_in(checkouts[name], args.sentences, args.batched_sentences, args.precision))
     medians = {name: {shape: statistics.median(r[shape] for r in rs) for shape in rs[0]} for name, rs in runs.items()}
-    result = {"checkouts": {k: str(v) for k, v in checkouts.items()}, "rounds": args.rounds, "runs": runs,
+    result = {"checkouts": {k: str(v) for k, v in checkouts.items()}, "precision": args.precision,
+              "rounds": args.rounds, "runs": runs,
               "medians": medians, "ratio": {s: medians["this"][s] / medians["other"][s] for s in medians["this"]}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
@@ -79,6 +81,6 @@ def main(argv: list[str] | None = None) -> dict:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--measure"]:
         sys.path.insert(0, os.getcwd())
-        print(json.dumps(measure(int(sys.argv[2]), int(sys.argv[3]))))
+        print(json.dumps(measure(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])))
     else:
         main()
