@@ -13,6 +13,7 @@ from pathlib import Path
 import onnx
 import pytest
 
+from core.folder import FolderConfig
 from core.search import SearchOptions
 from export.quantize import weights_multiplied_in_float
 from model.data import load_test_set, multi30k_dir
@@ -39,9 +40,9 @@ def test_both_directions_are_shipped():
 
 @pytest.mark.parametrize("model_dir", SHIPPED, ids=lambda path: path.name)
 def test_a_shipped_folder_holds_every_precision_within_its_size(model_dir: Path):
-    config = json.loads((model_dir / "config.json").read_text())
-    assert set(config["graphs"]) >= {"fp32", "int8"}
-    for graphs in config["graphs"].values():
+    config = FolderConfig.load(model_dir)
+    assert set(config.graphs) >= {"fp32", "int8"}
+    for graphs in config.graphs.values():
         assert all((model_dir / name).is_file() for name in graphs.values()), graphs
     size = sum(path.stat().st_size for path in model_dir.iterdir()) / 2**20
     assert size <= MAX_FOLDER_MIB, f"{model_dir.name}: {size:.1f} MiB"
@@ -49,8 +50,7 @@ def test_a_shipped_folder_holds_every_precision_within_its_size(model_dir: Path)
 
 @pytest.mark.parametrize("model_dir", SHIPPED, ids=lambda path: path.name)
 def test_shipped_int8_graphs_multiply_every_weight_in_int8(model_dir: Path):
-    graphs = json.loads((model_dir / "config.json").read_text())["graphs"]["int8"]
-    for name in graphs.values():
+    for name in FolderConfig.load(model_dir).graphs["int8"].values():
         assert weights_multiplied_in_float(onnx.load(str(model_dir / name)).graph) == [], name
 
 
