@@ -212,13 +212,23 @@ class OrtDecoder:
     def _empty(self) -> None:
         """No rows: no caches, and no binding that holds their memory; the next add starts afresh."""
         self.cross_kv: list[ort.OrtValue] = []
-        self.self_kv: list[ort.OrtValue] = []
         self.positions = np.zeros(0, dtype=np.int64)  # each row's next position
-        # the decoder step's binding, kept from step to step: the caches are bound again only after they changed
-        # (binding a dozen tensors and reading every output back was a tenth of a one-sentence beam step)
-        self.binding: ort.IOBinding | None = None
-        self.bound: list[ort.OrtValue] = []  # the caches bound, self then cross
         self.top_tokens = self.top_logp = None  # OrtValues the step writes its top-k into
+        self._set_self_kv([])
+
+    def _set_self_kv(self, values: list[ort.OrtValue]) -> None:
+        """New buffers for the self-attention caches; the bindings and the spare buffers of the old ones go.
+
+        The bindings are kept from step to step and made again only for new buffers: binding a dozen tensors
+        at every step, and a new binding for every beam reorder, were a fifth of a one-sentence beam-4 step.
+        A beam reorder (select keeping every row) writes into `spare`, buffers of the caches' shapes, which then
+        change places with self_kv: two sets of buffers take turns, each with its step and reorder bindings.
+        """
+        self.self_kv = values
+        self.spare: list[ort.OrtValue] = []
+        # by the id of a set's first self-attention tensor; each entry holds its tensors, whose memory it points at
+        self.step_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
+        self.reorder_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
 
     @property
     def slots(self) -> int:
@@ -239,7 +249,7 @@ class OrtDecoder:
         if not len(self.positions):
             self.cross_kv, self.src_mask = cross_kv, src_mask[rows]
             empty = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
-            self.self_kv = self._resize([empty] * len(t.self_names), cache_slots(1, cfg.max_len))
+            self._set_self_kv(self._resize([empty] * len(t.self_names), cache_slots(1, cfg.max_len)))
         else:  # the new rows after the running ones, the encoder outputs padded to the longer source
             length = max(self.src_mask.shape[1], src_mask.shape[1])
             if length > self.src_mask.shape[1]:  # rarely: most joins pad only the newcomers
@@ -247,7 +257,7 @@ class OrtDecoder:
             self.cross_kv = self._join(self.cross_kv, cross_kv, length - src_mask.shape[1])
             self.src_mask = np.concatenate([pad_columns(self.src_mask, length), pad_columns(src_mask[rows], length)])
             new = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
-            self.self_kv = self._join(self.self_kv, [new] * len(self.self_kv), self.slots)
+            self._set_self_kv(self._join(self.self_kv, [new] * len(self.self_kv), self.slots))
         self.positions = np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)])
         self.encode_seconds += time.perf_counter() - started
 
@@ -255,7 +265,7 @@ class OrtDecoder:
         t = self.translator
         slots = cache_slots(int(self.positions.max()) + 1, t.model_config.max_len)
         if slots > self.slots:
-            self.self_kv = self._resize(self.self_kv, slots)
+            self._set_self_kv(self._resize(self.self_kv, slots))
         width = min(width, t.model_config.vocab_size)
         binding = self._binding(len(tokens), width)
         binding.bind_cpu_input("tokens", tokens)
@@ -269,33 +279,57 @@ class OrtDecoder:
         return self.top_tokens.numpy().copy(), self.top_logp.numpy().copy()
 
     def _binding(self, rows: int, width: int) -> ort.IOBinding:
-        """The step's binding, with the caches and the top-k outputs bound again where they changed. Each cache
-        output is bound to the buffer of its input: the step writes its slot in place, with no copy of the cache
-        and no new memory."""
+        """The step's binding of the current caches, with the top-k outputs bound again where they changed. Each
+        cache output is bound to the buffer of its input: the step writes its slot in place, with no copy of the
+        cache and no new memory."""
         t = self.translator
-        if self.binding is None:
-            self.binding = t.decoder.io_binding()
         caches = [*self.self_kv, *self.cross_kv]
-        if len(caches) != len(self.bound) or any(a is not b for a, b in zip(caches, self.bound)):
+        held, binding = self.step_bindings.get(id(self.self_kv[0]), (None, None))
+        if binding is None or any(a is not b for a, b in zip(caches, held)):  # cross_kv changed with self_kv
+            binding = t.decoder.io_binding()
             for name, value in zip([*t.self_names, *t.cross_names], caches):
-                self.binding.bind_ortvalue_input(name, value)
+                binding.bind_ortvalue_input(name, value)
             for name, value in zip(t.new_self_names, self.self_kv):
-                self.binding.bind_ortvalue_output(name, value)
-            self.bound = caches
+                binding.bind_ortvalue_output(name, value)
+            held = caches + [None, None]  # and the top-k outputs it has bound
+            self.step_bindings[id(self.self_kv[0])] = held, binding
         if self.top_tokens is None or self.top_tokens.shape() != [rows, width]:
             self.top_tokens = ort.OrtValue.ortvalue_from_shape_and_type([rows, width], np.int64)
             self.top_logp = ort.OrtValue.ortvalue_from_shape_and_type([rows, width], np.float32)
-            self.binding.bind_ortvalue_output("top_tokens", self.top_tokens)
-            self.binding.bind_ortvalue_output("top_logp", self.top_logp)
-        return self.binding
+        if held[-2] is not self.top_tokens:
+            binding.bind_ortvalue_output("top_tokens", self.top_tokens)
+            binding.bind_ortvalue_output("top_logp", self.top_logp)
+            held[-2:] = self.top_tokens, self.top_logp
+        return binding
+
+    def _reorder(self, rows: np.ndarray) -> None:
+        """Beam search's select of every row: the self-attention caches' rows in a new order, written into the
+        spare buffers, which then take the caches' place."""
+        t = self.translator
+        if not self.spare:
+            self.spare = [ort.OrtValue.ortvalue_from_shape_and_type(v.shape(), np.float32, t.device)
+                          for v in self.self_kv]
+        held, binding = self.reorder_bindings.get(id(self.self_kv[0]), (None, None))
+        if binding is None:
+            binding = t.select.io_binding()
+            for i, (value, into) in enumerate(zip(self.self_kv, self.spare)):
+                binding.bind_ortvalue_input(f"x_{i}", value)
+                binding.bind_ortvalue_output(f"y_{i}", into)
+            self.reorder_bindings[id(self.self_kv[0])] = [*self.self_kv, *self.spare], binding
+        binding.bind_cpu_input("rows", rows)
+        t.select.run_with_iobinding(binding, t.run_options)
+        self.self_kv, self.spare = self.spare, self.self_kv
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
         if not len(rows):
             self._empty()
             return
         rows = rows.astype(np.int64)
-        self.self_kv, self.positions = self._run(self.translator.select, "x", self.self_kv, {"rows": rows}), \
-            self.positions[rows]
+        if cross_rows is None and len(rows) == len(self.positions):
+            self._reorder(rows)
+        else:
+            self._set_self_kv(self._run(self.translator.select, "x", self.self_kv, {"rows": rows}))
+        self.positions = self.positions[rows]
         if cross_rows is not None:
             cross_rows = cross_rows.astype(np.int64)
             self.cross_kv = self._run(self.translator.select, "x", self.cross_kv, {"rows": cross_rows})
@@ -311,7 +345,7 @@ class OrtDecoder:
             self.src_mask = self.src_mask[:, :longest_source]
         slots = cache_slots(int(self.positions.max()) + 1, self.translator.model_config.max_len)
         if slots < self.slots:
-            self.self_kv = self._resize(self.self_kv, slots)
+            self._set_self_kv(self._resize(self.self_kv, slots))
 
     def _resize(self, values: list, length: int) -> list[ort.OrtValue]:
         """values (OrtValues, or NumPy arrays) padded with zeros or cut to `length` along axis 2: a join onto no
