@@ -395,6 +395,28 @@ def test_a_sentence_s_steps_do_not_depend_on_the_rows_beside_it(exported: Export
         assert_close(logp[-1], expected_logp[0], f"top_logp at step {step}")
 
 
+def test_beam_reorders_take_turns_between_two_sets_of_cache_buffers(exported: Exported):
+    """The ONNX Runtime decoder: a reorder of every row (beam search's select at almost every step) writes the rows
+    in their new order into a spare set of buffers, which then takes turns with the first: no new memory step after
+    step, and the steps get what they get with the caches selected into new buffers."""
+    translator, cfg = exported.translator(), exported.model.cfg
+    source, beams = translator.encode_texts([SENTENCES[0]]), 3
+    tokens = np.random.default_rng(0).integers(4, cfg.vocab_size, (4, beams))
+    orders = [np.array([2, 0, 0]), np.array([1, 2, 0]), np.array([0, 0, 1]), np.array([2, 1, 0])]
+    turned, fresh = translator.new_decoder(), translator.new_decoder()
+    for decoder in turned, fresh:
+        decoder.add(*pad_batch(source, cfg.pad_id), np.array([beams]))
+    sets = []
+    for step, (step_tokens, order) in enumerate(zip(tokens, orders)):
+        (top, logp), (expected_top, expected_logp) = turned.step(step_tokens, 5), fresh.step(step_tokens, 5)
+        np.testing.assert_array_equal(top, expected_top, err_msg=f"step {step}")
+        assert_close(logp, expected_logp, f"top_logp at step {step}")
+        turned.select(order, None)
+        fresh.select(order, order)  # rows of one sentence share its encoder keys/values: selecting them changes nothing
+        sets.append([id(x) for x in turned.self_kv])
+    assert sets[0] == sets[2] and sets[1] == sets[3] and sets[0] != sets[1]
+
+
 def test_a_beam_wider_than_half_the_vocabulary_works(exported: Exported):
     """Beam search asks a step for 2 * beam tokens per row; here that is more than the vocabulary holds."""
     opts, texts = SearchOptions(beam_size=VOCAB // 2 + 4), SENTENCES[:3]
