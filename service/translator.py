@@ -226,8 +226,9 @@ class OrtDecoder:
         """
         self.self_kv = values
         self.spare: list[ort.OrtValue] = []
-        # by the id of a set's first self-attention tensor; each entry holds its tensors, whose memory it points at
-        self.step_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
+        # by the ids of the first tensors they bind (self-attention; then cross-attention for a step); each entry
+        # holds the tensors whose memory its binding points at, so that no other tensor can take their ids
+        self.step_bindings: dict[tuple[int, int], tuple[list[ort.OrtValue | None], ort.IOBinding]] = {}
         self.reorder_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
 
     @property
@@ -283,16 +284,17 @@ class OrtDecoder:
         cache output is bound to the buffer of its input: the step writes its slot in place, with no copy of the
         cache and no new memory."""
         t = self.translator
-        caches = [*self.self_kv, *self.cross_kv]
-        held, binding = self.step_bindings.get(id(self.self_kv[0]), (None, None))
-        if binding is None or any(a is not b for a, b in zip(caches, held)):  # cross_kv changed with self_kv
+        key = id(self.self_kv[0]), id(self.cross_kv[0])
+        held, binding = self.step_bindings.get(key, (None, None))
+        if binding is None:
             binding = t.decoder.io_binding()
+            caches = [*self.self_kv, *self.cross_kv]
             for name, value in zip([*t.self_names, *t.cross_names], caches):
                 binding.bind_ortvalue_input(name, value)
             for name, value in zip(t.new_self_names, self.self_kv):
                 binding.bind_ortvalue_output(name, value)
-            held = caches + [None, None]  # and the top-k outputs it has bound
-            self.step_bindings[id(self.self_kv[0])] = held, binding
+            held = [*caches, None, None]  # and the top-k outputs it has bound
+            self.step_bindings[key] = held, binding
         if self.top_tokens is None or self.top_tokens.shape() != [rows, width]:
             self.top_tokens = ort.OrtValue.ortvalue_from_shape_and_type([rows, width], np.int64)
             self.top_logp = ort.OrtValue.ortvalue_from_shape_and_type([rows, width], np.float32)
@@ -309,7 +311,7 @@ class OrtDecoder:
         if not self.spare:
             self.spare = [ort.OrtValue.ortvalue_from_shape_and_type(v.shape(), np.float32, t.device)
                           for v in self.self_kv]
-        held, binding = self.reorder_bindings.get(id(self.self_kv[0]), (None, None))
+        _, binding = self.reorder_bindings.get(id(self.self_kv[0]), (None, None))
         if binding is None:
             binding = t.select.io_binding()
             for i, (value, into) in enumerate(zip(self.self_kv, self.spare)):
