@@ -150,6 +150,8 @@ json_values = st.recursive(
     max_leaves=20,
 )
 words = st.text(st.characters(categories=["L", "Zs", "Po"]), min_size=1, max_size=200)
+# the fields of a request for a pair the service serves, with words to translate
+served = {"q": words | st.lists(words, min_size=1, max_size=4), "source": st.just("en"), "target": st.just("de")}
 # A body: arbitrary bytes, or an arbitrary JSON value, or a translate request with arbitrary values in some fields,
 # or a plausible one (words to translate, a served pair) with arbitrary extra fields, or a valid one. Without the
 # valid ones, 9-12 cases in 100 were translated, and one fresh-clone run of 100 cases translated none (a weak fuzz).
@@ -161,11 +163,11 @@ bodies = st.one_of(
         optional={"source": json_values, "format": json_values, "alternatives": json_values},
     ).map(lambda value: json.dumps(value).encode()),
     st.fixed_dictionaries(
-        {"q": words | st.lists(words, min_size=1, max_size=4), "source": st.just("en"), "target": st.just("de")},
+        served,
         optional={"beam_size": json_values, "max_length": json_values, "extra": json_values},
     ).map(lambda value: json.dumps(value).encode()),
     st.fixed_dictionaries(
-        {"q": words | st.lists(words, min_size=1, max_size=4), "source": st.just("en"), "target": st.just("de")},
+        served,
         optional={name: st.integers(HINTS[name]["minimum"], HINTS[name]["maximum"])
                   for name in ["alternatives", "beam_size", "max_length"]},
     ).map(lambda value: json.dumps(value).encode()),
