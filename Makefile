@@ -41,18 +41,11 @@ data: $(VENV)/bin/python
 test: $(VENV)/.dev system-deps data
 	$(PY) -m pytest -q
 
-# Every benchmark of BENCHMARKS.md, one after the other (about an hour on 2 cores); results in bench/results/.
+# Every benchmark of BENCHMARKS.md, one after the other (well over an hour on 2 cores; `python -m bench --list` names
+# them, `python -m bench NAME` runs one); results in bench/results/.
 bench: $(VENV)/.dev system-deps
 	$(PIP) install -q -e '.[bench]'
-	$(PY) -m bench.decode
-	$(PY) -m bench.load --compare --concurrency 32 --seconds 20
-	$(PY) -m bench.ct2_check
-	$(PY) -m bench.engines
-	$(PY) -m bench.servers
-	$(PY) -m bench.profile_steps
-	$(PY) -m bench.detect
-	$(PY) -m bench.splitters
-	$(PY) -m bench.frontend
+	$(PY) -m bench
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .

@@ -1,0 +1,2 @@
+"""Benchmarks: bench.offline (engines without HTTP), bench.serving (through HTTP), bench.studies (library
+comparisons), bench.common (what they share); `python -m bench --list` names them all (bench/__main__.py)."""

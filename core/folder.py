@@ -23,6 +23,30 @@ IR_VERSION = 10  # ONNX Runtime 1.31 reads IR versions up to 13; onnx's helpers 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
 
+class GraphIO:
+    """The names of the graphs' inputs and outputs: export/graphs.py writes them, the engine binds them.
+
+    encoder   SRC, SRC_MASK -> MEMORY, the cross-attention cache (cache_names(CROSS, layers))
+    decoder   TOKENS, POSITIONS, WIDTH, SRC_MASK, the self- and cross-attention caches
+              -> LOGITS, TOP_LOGP, TOP_TOKENS, the self-attention cache written (cache_names(NEW_SELF, layers))
+    """
+
+    SRC, SRC_MASK, MEMORY = "src", "src_mask", "memory"
+    TOKENS, POSITIONS, WIDTH = "tokens", "positions", "width"
+    LOGITS, TOP_LOGP, TOP_TOKENS = "logits", "top_logp", "top_tokens"
+    CROSS, SELF, NEW_SELF = "cross", "self", "new_self"  # the caches' prefixes
+
+
+def pair_name(source: str, target: str) -> str:
+    """A language pair's name, as folders, metrics, logs and the engine's routes say it: "en-de"."""
+    return f"{source}-{target}"
+
+
+def cache_names(prefix: str, n_layers: int) -> list[str]:
+    """The names of a cache's tensors in graph order: prefix_k_0, prefix_v_0, prefix_k_1, ..."""
+    return [f"{prefix}_{kv}_{layer}" for layer in range(n_layers) for kv in "kv"]
+
+
 @dataclass
 class ModelConfig:
     """The Transformer's dimensions and the ids of its special tokens."""
@@ -98,7 +122,7 @@ class FolderConfig:
 
     @property
     def name(self) -> str:
-        return f"{self.source_language}-{self.target_language}"
+        return pair_name(self.source_language, self.target_language)
 
     @property
     def pairs(self) -> list[tuple[str, str]]:

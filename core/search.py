@@ -55,10 +55,11 @@ class SearchOptions:
     max_length_extra: int = 10
     max_length: int = 256  # and never more than this
 
-    def longest(self, source_length: int, cfg: ModelConfig) -> int:
-        """The most tokens (</s> included) a translation of a source of this many tokens may have."""
+    def longest(self, source_length: int, cfg: ModelConfig | None = None) -> int:
+        """The most tokens (</s> included) a translation of a source of this many tokens may have: the decoding
+        steps it may take. The one definition of that bound; with `cfg`, also within the model's positions."""
         ratio_bound = math.ceil(self.max_length_ratio * source_length) + self.max_length_extra
-        return min(ratio_bound, self.max_length, cfg.max_len)
+        return min(ratio_bound, self.max_length, cfg.max_len if cfg else self.max_length)
 
 
 def length_penalty(length: int | np.ndarray, alpha: float | np.ndarray) -> float | np.ndarray:

@@ -24,6 +24,13 @@ class Translation:
     score: float
 
 
+def source_ids(
+    tokenizer: AnyTokenizer, cfg: ModelConfig, texts: list[str], target: str | None = None
+) -> list[list[int]]:
+    """Texts as the encoder reads them: tokenized, then ModelConfig.source_ids (</s>, and the target's token)."""
+    return cfg.source_ids(tokenizer.encode(texts), target)
+
+
 def translate_texts(
     translate_ids: TranslateIds,
     tokenizer: AnyTokenizer,
@@ -35,7 +42,7 @@ def translate_texts(
 ) -> list[list[Translation]]:
     """The n_best translations of each text into `target` (ModelConfig.source_ids), best first; sentences of
     similar length share a batch."""
-    sources = cfg.source_ids(tokenizer.encode(texts), target)
+    sources = source_ids(tokenizer, cfg, texts, target)
     order = sorted(range(len(texts)), key=lambda i: len(sources[i]))
     results: list[list[Translation]] = [[] for _ in texts]
     for begin in range(0, len(order), batch_size):

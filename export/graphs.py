@@ -20,13 +20,8 @@ import torch
 from onnx import TensorProto, helper
 from torch import Tensor, nn
 
-from core.folder import IR_VERSION, OPSET
+from core.folder import IR_VERSION, OPSET, GraphIO, cache_names
 from model.transformer import KVCache, Transformer
-
-
-def cache_names(prefix: str, n_layers: int) -> list[str]:
-    """The names of a cache's tensors in graph order: prefix_k_0, prefix_v_0, prefix_k_1, ..."""
-    return [f"{prefix}_{kv}_{layer}" for layer in range(n_layers) for kv in "kv"]
 
 
 def flatten(cache: KVCache) -> list[Tensor]:
@@ -84,8 +79,8 @@ def export_encoder(model: Transformer, path: Path) -> None:
         EncoderGraph(model),
         (x["src"], x["src_mask"]),
         path,
-        input_names=["src", "src_mask"],
-        output_names=["memory", *cache_names("cross", model.cfg.n_layers)],
+        input_names=[GraphIO.SRC, GraphIO.SRC_MASK],
+        output_names=[GraphIO.MEMORY, *cache_names(GraphIO.CROSS, model.cfg.n_layers)],
         dynamic_shapes={"src": {0: n, 1: s}, "src_mask": {0: n, 1: s}},
     )
 
@@ -97,8 +92,9 @@ def export_decoder(model: Transformer, path: Path) -> None:
         DecoderGraph(model),
         (x["tokens"], x["positions"], x["src_mask"], x["self_kv"], x["cross_kv"]),
         path,
-        input_names=["tokens", "positions", "src_mask", *cache_names("self", layers), *cache_names("cross", layers)],
-        output_names=["logits", *cache_names("new_self", layers)],
+        input_names=[GraphIO.TOKENS, GraphIO.POSITIONS, GraphIO.SRC_MASK, *cache_names(GraphIO.SELF, layers),
+                     *cache_names(GraphIO.CROSS, layers)],
+        output_names=[GraphIO.LOGITS, *cache_names(GraphIO.NEW_SELF, layers)],
         dynamic_shapes={
             "tokens": {0: n},
             "positions": {0: n},
@@ -118,15 +114,16 @@ def append_top_k(path: Path) -> None:
     """
     model = onnx.load(str(path))
     graph = model.graph
-    graph.input.append(helper.make_tensor_value_info("width", TensorProto.INT64, [1]))
+    io = GraphIO
+    graph.input.append(helper.make_tensor_value_info(io.WIDTH, TensorProto.INT64, [1]))
     graph.node.extend(
         [
-            helper.make_node("LogSoftmax", ["logits"], ["logp"], name="log_softmax", axis=-1),
-            helper.make_node("TopK", ["logp", "width"], ["top_logp", "top_tokens"], name="top_k", axis=-1),
+            helper.make_node("LogSoftmax", [io.LOGITS], ["logp"], name="log_softmax", axis=-1),
+            helper.make_node("TopK", ["logp", io.WIDTH], [io.TOP_LOGP, io.TOP_TOKENS], name="top_k", axis=-1),
         ]
     )
-    graph.output.insert(1, helper.make_tensor_value_info("top_logp", TensorProto.FLOAT, ["batch", "width"]))
-    graph.output.insert(2, helper.make_tensor_value_info("top_tokens", TensorProto.INT64, ["batch", "width"]))
+    graph.output.insert(1, helper.make_tensor_value_info(io.TOP_LOGP, TensorProto.FLOAT, ["batch", "width"]))
+    graph.output.insert(2, helper.make_tensor_value_info(io.TOP_TOKENS, TensorProto.INT64, ["batch", "width"]))
     onnx.save(model, str(path))
     onnx.checker.check_model(str(path))
 

@@ -18,7 +18,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from model.data import read_lines
+from core.corpus import read_lines
 
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr")

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 
+from core.corpus import read_lines
 from core.search import SearchOptions
 from core.tokenizer import Tokenizer
 from model.checkpoint import load_model
-from model.data import read_lines
 from model.decode import translate
 from quality.bleu import score
 

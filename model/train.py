@@ -21,13 +21,15 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from core.corpus import read_pairs
 from core.folder import ModelConfig
 from core.search import SearchOptions
 from core.tokenizer import Tokenizer
+from core.translate import source_ids
 from model.augment import casing_variants, number_variants, number_word_variants
 from model.checkpoint import average_weights, step_checkpoints
 from model.config import PRESETS, preset
-from model.data import Example, read_pairs, token_batches
+from model.data import Example, token_batches
 from model.decode import translate
 from model.tokenizer import train_sentencepiece
 from model.transformer import Transformer
@@ -119,7 +121,7 @@ def load_tokenizer(args: argparse.Namespace) -> Tokenizer:
 
 def encode_pairs(tokenizer: Tokenizer, pairs: list[tuple[str, str]], cfg: ModelConfig) -> list[Example]:
     """Sources as the encoder reads them (ModelConfig.source_ids); targets cut so that </s> still fits."""
-    src = cfg.source_ids(tokenizer.encode([s for s, _ in pairs]))
+    src = source_ids(tokenizer, cfg, [s for s, _ in pairs])
     tgt = tokenizer.encode_targets([t for _, t in pairs])
     return [Example(s, t[: cfg.max_len - 1]) for s, t in zip(src, tgt)]
 

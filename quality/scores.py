@@ -12,8 +12,8 @@ import json
 import time
 from pathlib import Path
 
+from core.corpus import read_pairs
 from core.search import SearchOptions
-from model.data import read_pairs
 from quality.bleu import score
 from service.translator import Translator
 

@@ -10,26 +10,22 @@ is answered 503 with Retry-After, and it exits 0. If the engine dies, it exits 1
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from service.app import create_app
-from service.server import DrainingServer
-from service.settings import Settings
-from service.supervisor import Supervisor, setup_logging
+from service import processes
+from service.settings import FLAGS, Settings, flag
+from service.supervisor import Supervisor
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model-dir", type=Path)
-    p.add_argument("--host")
-    p.add_argument("--port", type=int)
-    p.add_argument("--http-workers", type=int)
+    for name in FLAGS:
+        p.add_argument(flag(name), dest=name, help=Settings.model_fields[name].description)
     args = p.parse_args(argv)
     settings = Settings(**{k: v for k, v in vars(args).items() if v is not None})
-    setup_logging(settings)
+    processes.setup_logging(settings)
     if settings.http_workers:
         raise SystemExit(Supervisor(settings).run())
-    DrainingServer.for_app(create_app(settings), settings).run()
+    processes.run(processes.SOLO, settings)  # by name: ONNX Runtime is not loaded where a supervisor runs
 
 
 if __name__ == "__main__":

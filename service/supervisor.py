@@ -1,8 +1,9 @@
 """The processes of `python -m service`: one engine process that owns the models, and HTTP workers in front of it.
 
     supervisor (this process)   binds the port, starts the others, replaces a worker that dies, and stops them all
-    ├── engine                  service.engine.Engine behind service.remote.EngineServer: schedules and decodes
-    └── worker x N              uvicorn + the FastAPI app with a RemoteEngine: parse, check, split, tokenize, answer
+    ├── engine                  service/engine/: the models on ONNX Runtime, their batchers, the ZeroMQ server
+    └── worker x N              service/worker/: uvicorn + the FastAPI app with a RemoteEngine: parse, check, split,
+                                tokenize, answer
 
 The workers share the listening socket (the kernel hands each connection to one of them) and the engine's ipc://
 socket; metrics go through prometheus_client's multiprocess files. If the engine dies, the workers answer 503 and
@@ -13,10 +14,7 @@ work finishes up to TRANSLATOR_DRAIN_SECONDS, what is left gets 503) and the sup
 
 from __future__ import annotations
 
-import asyncio
-import ctypes
 import logging
-import multiprocessing
 import os
 import shutil
 import signal
@@ -24,89 +22,20 @@ import socket
 import tempfile
 import time
 from collections import deque
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
-from pathlib import Path
 
 from prometheus_client import multiprocess
 
-from core.folder import model_folders
+from service import processes
 from service.metrics import MULTIPROCESS_DIR
+from service.processes import DRAIN_MARGIN_SECONDS, SPAWN
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
-SPAWN = multiprocessing.get_context("spawn")  # fresh interpreters: no inherited threads, sockets or locks
-DRAIN_MARGIN_SECONDS = 10  # past the drain deadline, for the last answers to go out, before anything is killed
 ENGINE_GONE_GRACE_SECONDS = 1.0  # for the workers to answer 503 before the supervisor stops them
 MAX_WORKER_RESTARTS = 10  # in RESTART_WINDOW_SECONDS: past that, workers are crash-looping and the service exits 1
 RESTART_WINDOW_SECONDS = 60.0
-PR_SET_PDEATHSIG = 1
-
-
-def setup_logging(settings: Settings) -> None:
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-
-def end_with_parent(parent: int) -> None:
-    """SIGTERM this process when the supervisor dies, even by SIGKILL (Linux's PR_SET_PDEATHSIG): no orphan keeps the
-    port or the GPU."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):  # not Linux: the supervisor's own shutdown is all there is
-        return
-    if os.getppid() != parent:  # it died before the call
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def run_engine(
-    settings: Settings, address: str, lifeline: Connection, parent: int, engine_class: type | None = None
-) -> None:
-    """The engine process: load the models, serve the workers, drain on SIGTERM. Holding `lifeline` (the pipe's only
-    writer) is what tells the workers it is alive. `engine_class` stands in for service.engine.Engine (benchmarks)."""
-    end_with_parent(parent)
-    setup_logging(settings)
-    asyncio.run(serve_engine(settings, address, engine_class))
-
-
-async def serve_engine(settings: Settings, address: str, engine_class: type | None) -> None:
-    from service.engine import Engine  # here: ONNX Runtime is loaded in the engine process only
-    from service.metrics import Metrics
-    from service.remote import EngineServer
-
-    engine = (engine_class or Engine)(settings, Metrics())
-    server = EngineServer(engine, address)
-    serving = asyncio.create_task(server.serve())
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopping.set)
-    try:
-        await engine.start()
-    except Exception:
-        log.critical("cannot load the models from %s", settings.model_dir, exc_info=True)
-        raise SystemExit(3) from None
-    server.loaded.set()
-    log.info("engine serving %s", ", ".join(pair.name for pair in engine.pairs.values()))
-    await stopping.wait()
-    await engine.stop(settings.drain_seconds)
-    await asyncio.sleep(0.5)  # the last answers leave the socket
-    serving.cancel()
-    server.close()
-
-
-def run_worker(
-    settings: Settings, listener: socket.socket, folder: str, address: str, lifeline: Connection, parent: int
-) -> None:
-    """An HTTP worker: the app with a RemoteEngine, served by uvicorn on the shared listening socket."""
-    from service.app import create_app
-    from service.remote import RemoteEngine
-    from service.server import DrainingServer
-
-    end_with_parent(parent)
-    setup_logging(settings)
-    engine = RemoteEngine(address, lifeline, model_folders(settings.model_dir))
-    app = create_app(settings, engine, main_pid=parent, shared=Path(folder))
-    DrainingServer.for_app(app, settings).run(sockets=[listener])
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -120,9 +49,11 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 class Supervisor:
-    def __init__(self, settings: Settings, engine_class: type | None = None):
+    def __init__(self, settings: Settings, models: str | None = None):
+        """`models` names a stand-in model loader for the engine process ("module:function", service.testing);
+        None: the models on ONNX Runtime."""
         self.settings = settings
-        self.engine_class = engine_class
+        self.models = models
         self.folder = tempfile.mkdtemp(prefix="translator-")  # the ipc socket, metrics files, translated files
         self.address = f"ipc://{self.folder}/engine"
         self.listener = listening_socket(settings.host, settings.port)
@@ -140,9 +71,8 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
         try:
-            engine_args = (self.settings, self.address, self.lifeline_writer, os.getpid(), self.engine_class)
-            self.engine = SPAWN.Process(target=run_engine, name="engine", args=engine_args)
-            self.engine.start()
+            self.engine = processes.start(processes.ENGINE, "engine", self.settings, self.address,
+                                          self.lifeline_writer, os.getpid(), self.models)
             self.lifeline_writer.close()  # the engine holds the only writer now
             self.workers = [self._worker(i) for i in range(self.settings.http_workers)]
             log.info("%d HTTP workers on %s:%d, engine pid %d", len(self.workers), self.settings.host,
@@ -153,10 +83,8 @@ class Supervisor:
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def _worker(self, index: int) -> BaseProcess:
-        args = (self.settings, self.listener, self.folder, self.address, self.lifeline, os.getpid())
-        worker = SPAWN.Process(target=run_worker, name=f"worker-{index}", args=args)
-        worker.start()
-        return worker
+        return processes.start(processes.WORKER, f"worker-{index}", self.settings, self.listener, self.folder,
+                               self.address, self.lifeline, os.getpid())
 
     def _watch(self) -> int:
         while not self.stopping:

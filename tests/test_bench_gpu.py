@@ -1,5 +1,5 @@
-"""bench.gpu on the CPU provider (no GPU here): every engine, beam and batch size gets a row with its figures, and
-the reference engine's outputs are its own."""
+"""bench.offline.gpu on the CPU provider (no GPU here): every engine, beam and batch size gets a row with its figures,
+and the reference engine's outputs are its own."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.gpu import main
+from bench.offline.gpu import main
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning"),

@@ -1,5 +1,5 @@
-"""bench.ct2_convert: CTranslate2 runs a converted random model exactly as our PyTorch model does (greedy), also
-with the options a converted Marian model has (swish, concatenated positions, an output bias)."""
+"""bench.common.ct2_convert: CTranslate2 runs a converted random model exactly as our PyTorch model does (greedy),
+also with the options a converted Marian model has (swish, concatenated positions, an output bias)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import torch
 
 pytest.importorskip("ctranslate2")
 
-from bench.ct2_check import ct2_greedy_ids, torch_greedy_ids  # noqa: E402
-from bench.ct2_convert import convert  # noqa: E402
-from bench.ct2_engine import CASE_TAG_TOKENS, CT2Translator  # noqa: E402
+from bench.common.ct2_convert import convert  # noqa: E402
+from bench.common.ct2_engine import CASE_TAG_TOKENS, CT2Translator  # noqa: E402
+from bench.offline.ct2_check import ct2_greedy_ids, torch_greedy_ids  # noqa: E402
 from model.config import preset  # noqa: E402
 from model.tokenizer import train_sentencepiece  # noqa: E402
 from model.transformer import Transformer  # noqa: E402

@@ -1,4 +1,4 @@
-"""service.detect: the real detection model, on sentences written for these tests."""
+"""service.worker.detect: the real detection model, on sentences written for these tests."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from service.detect import LanguageDetector
+from service.worker.detect import LanguageDetector
 
 ENGLISH = (
     "I forgot my umbrella at the office yesterday.",

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from core.corpus import read_lines, read_pairs
 from model import download
-from model.data import read_lines, read_pairs
 
 SENTENCE = {  # one sentence per language, numbered to make each line of a file distinct
     "en": "A man rides his bicycle along the river.",

@@ -21,19 +21,20 @@ import onnxruntime as ort
 import pytest
 import torch
 
+from core.corpus import load_test_set, multi30k_dir
+from core.folder import cache_names
 from core.search import CACHE_SLOTS, SearchOptions, cache_slots, pad_batch
 from core.tokenizer import Tokenizer
 from export.__main__ import VARIANTS, export_model
-from export.graphs import cache_names, flatten, pairs
+from export.graphs import flatten, pairs
 from export.quantize import weights_multiplied_in_float
 from model.checkpoint import load_model
 from model.config import preset
-from model.data import load_test_set, multi30k_dir
 from model.decode import translate
 from model.tokenizer import train_sentencepiece
 from model.train import batch_loss, collate, encode_pairs
 from model.transformer import Transformer, best_next_tokens
-from service.cache_graphs import join_graph, select_graph
+from service.engine.cache_graphs import join_graph, select_graph
 from service.translator import Translator
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,5 @@
-"""service.html: the text of an HTML fragment to translate, and the fragment again with the translations in place."""
+"""service.worker.html: the text of an HTML fragment to translate, and the fragment again with the translations in
+place."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.html import HtmlText
+from service.worker.html import HtmlText
 
 UNTRANSLATED = (
     "<script>if (a < b) { say('Hello'); }</script><style>p::after { content: 'Hello'; }</style>"

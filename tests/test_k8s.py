@@ -197,9 +197,9 @@ def test_selectors_select_the_pods(variant):
 
 async def get(paths: list[str]) -> dict[str, httpx.Response]:
     """GET each path from the service's app, as it answers while its model loads (the lifespan has not run)."""
-    from service.app import create_app  # here: the app (and ONNX Runtime) only for the test that needs it
+    from service.solo import solo_app  # here: the app (and ONNX Runtime) only for the test that needs it
 
-    transport = httpx.ASGITransport(app=create_app(Settings()))
+    transport = httpx.ASGITransport(app=solo_app(Settings()))
     async with httpx.AsyncClient(transport=transport, base_url="http://pod") as client:
         return {path: await client.get(path) for path in paths}
 

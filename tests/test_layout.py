@@ -1,12 +1,18 @@
-"""The house rules that keep the layers apart: each is checked by importing every module in a fresh interpreter.
+"""The house rules that keep the layers and the processes apart: each is checked by importing every module in a
+fresh interpreter.
 
-core/ (the model folder's format, tokenizers, search, translate loop) needs neither PyTorch nor ONNX Runtime;
-model/ (training, PyTorch) never loads ONNX Runtime; service/ (serving, ONNX Runtime) never loads PyTorch; and
-what an HTTP worker runs never loads ONNX Runtime either: only the engine process holds it.
+Floors, lowest first: core/ (the model folder's format, tokenizers, search, corpora) needs neither PyTorch nor ONNX
+Runtime; service/ (serving) never loads PyTorch; quality/ (scores: BLEU, and a model folder as served); model/
+(training and evaluation, PyTorch) never loads ONNX Runtime; export/ (PyTorch to ONNX). bench/ and tests/ stand
+outside and may import all.
+Inside service/, by process: service/worker/ (the HTTP workers), service/protocol.py (between the processes) and
+the supervisor's modules never load ONNX Runtime: only service/engine/ (the engine process) holds it. And no
+module imports one of a floor above its own.
 """
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -14,12 +20,34 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+FLOORS = ["core", "service", "quality", "model", "export"]  # a package may import only itself and those before it
 FORBIDDEN = {"core": ("torch", "onnxruntime"), "model": ("onnxruntime",), "service": ("torch",)}
-HTTP_WORKER = ("service.__main__", "service.app", "service.remote", "service.server", "service.supervisor")
+# What runs outside the engine process: the HTTP workers, the protocol, and the supervisor's own modules.
+NO_ONNXRUNTIME = ["service.worker", "service.protocol", "service.supervisor", "service.processes",
+                  "service.settings", "service.metrics", "service.launch", "service.testing", "service.__main__"]
 
 
 def modules(package: str) -> list[str]:
-    return sorted(f"{package}.{p.stem}" for p in (ROOT / package).glob("*.py") if p.stem != "__init__")
+    """Every module of a package, subpackages included."""
+    found = []
+    for path in sorted((ROOT / package.replace(".", "/")).rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return found
+
+
+def imports(module: str) -> set[str]:
+    """The modules that a module imports, anywhere in it (absolute imports: the house style)."""
+    path = ROOT / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        path = ROOT / module.replace(".", "/") / "__init__.py"
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
 
 
 def loaded_after_import(module: str, libraries: tuple[str, ...]) -> list[str]:
@@ -34,9 +62,22 @@ def test_a_layer_never_loads_what_it_must_not(module: str):
     assert loaded_after_import(module, FORBIDDEN[module.split(".")[0]]) == []
 
 
-@pytest.mark.parametrize("module", HTTP_WORKER)
-def test_an_http_worker_never_loads_onnxruntime(module: str):
+@pytest.mark.parametrize("module", [m for name in NO_ONNXRUNTIME for m in modules(name) or [name]])
+def test_what_runs_outside_the_engine_process_never_loads_onnxruntime(module: str):
     assert loaded_after_import(module, ("onnxruntime",)) == []
+
+
+@pytest.mark.parametrize("package", FLOORS)
+def test_no_import_climbs_a_floor(package: str):
+    above = set(FLOORS[FLOORS.index(package) + 1 :]) | {"bench", "tests"}
+    climbing = {m: up for m in modules(package) if (up := {i for i in imports(m) if i.split(".")[0] in above})}
+    assert not climbing
+
+
+@pytest.mark.parametrize("side,other", [("service.worker", "service.engine"), ("service.engine", "service.worker")])
+def test_the_worker_and_the_engine_never_import_each_other(side: str, other: str):
+    crossing = {m: up for m in modules(side) if (up := {i for i in imports(m) if i.startswith(other)})}
+    assert not crossing
 
 
 def test_the_check_sees_a_library_that_is_loaded():

@@ -1,6 +1,6 @@
 """The page at / and the API docs at /docs: every asset is served by us, and both work in a real browser.
 
-The first tests ask an app holding only service.pages' router. The browser tests drive headless Chromium
+The first tests ask an app holding only service.worker.routes.pages' router. The browser tests drive headless Chromium
 (Debian's `chromium` package) with Playwright against the real service, `python -m service` serving the tiny
 random model (conftest.tiny_model_dir), and check that no request the browser makes leaves the service.
 """
@@ -20,8 +20,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from playwright.sync_api import Browser, Locator, Page, Route, expect, sync_playwright
 
-from service import pages
 from service.launch import RunningService, running_service
+from service.worker.routes import pages
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Without the background-networking flags Chromium's own connections (updates, sync) would be tried, and refused.
@@ -62,7 +62,7 @@ def is_local(url: str) -> bool:
 @pytest.fixture
 def client() -> TestClient:
     app = FastAPI(title="Translator", docs_url=None, redoc_url=None)
-    app.include_router(pages.router())
+    app.include_router(pages.router)
     return TestClient(app)
 
 

@@ -21,14 +21,16 @@ import pytest
 from client import JSON, TIMEOUT, assert_error, body, metrics, translate
 from libretranslatepy import LibreTranslateAPI
 
-from bench.frontend import StandInEngine
 from core.folder import EOS_ID, ModelConfig
 from core.search import SearchOptions
-from service.app import create_app
-from service.batcher import NEWCOMER_SHARE, Batcher
+from service.engine.admission import NEWCOMER_SHARE
+from service.engine.batcher import Batcher
+from service.engine.engine import Engine
 from service.launch import RunningService, free_port, running_service
 from service.metrics import Metrics
 from service.settings import Settings
+from service.testing import echo_model
+from service.worker.app import create_app
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "models" / "en-de"
@@ -69,9 +71,9 @@ def sample(samples: dict[tuple[str, frozenset], float], name: str, **labels: str
 
 
 def run_load(url: str, sentences: list[str], concurrency: int, seconds: int, source: str = "en") -> dict:
-    """The report of `python -m bench.loadgen` (wrk), the sentences on its standard input."""
-    command = [sys.executable, "-m", "bench.loadgen", url, "--concurrency", str(concurrency), "--seconds", str(seconds)]
-    command += ["--source", source]
+    """The report of `python -m bench.serving.loadgen` (wrk), the sentences on its standard input."""
+    command = [sys.executable, "-m", "bench.serving.loadgen", url, "--concurrency", str(concurrency)]
+    command += ["--seconds", str(seconds), "--source", source]
     done = subprocess.run(command, cwd=REPO, input="\n".join(sentences), capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
 
@@ -308,7 +310,7 @@ def test_health_answers_during_load(server: RunningService):
 
 
 def test_the_load_generator_counts_translations_and_errors(server: RunningService):
-    """bench.loadgen (wrk) against the real service: every answer counted, a refused request as an error."""
+    """bench.serving.loadgen (wrk) against the real service: every answer counted, a refused request as an error."""
     good = run_load(server.url, SENTENCES[:4], concurrency=4, seconds=1)
     assert good["ok"] > 0 and good["errors"] == 0 and good["requests"] == good["ok"]
     assert good["latency_ms"]["p50"] > 0
@@ -339,7 +341,7 @@ def test_sigterm_finishes_requests_in_flight_then_exits_0(tiny_model_dir: Path, 
 
 
 def test_the_service_does_not_import_torch():
-    code = "import sys, service.app, service.__main__; print('torch' in sys.modules)"
+    code = "import sys, service.solo, service.__main__; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 
@@ -493,11 +495,11 @@ def test_requests_take_turns_to_join_the_batch():
 # --- a worker that hears "ready" a moment after another ---------------------------------------------------------
 
 
-class LateEngine(StandInEngine):
-    """The stand-in engine (bench.frontend), whose start() waits until `released` is set."""
+class LateEngine(Engine):
+    """The engine with service.testing's echo model, whose start() waits until `released` is set."""
 
     def __init__(self, settings: Settings, metrics: Metrics):
-        super().__init__(settings, metrics)
+        super().__init__(settings, metrics, echo_model)
         self.released = asyncio.Event()
 
     async def start(self) -> None:
@@ -510,8 +512,9 @@ def test_a_request_waits_a_moment_for_its_worker_to_hear_ready(tiny_model_dir: P
     """Every HTTP worker hears the engine's "ready" at once, give or take a moment: a request that reaches a worker
     in that moment is translated, not refused; one that comes while the models really load gets 503 at once."""
     settings = Settings(model_dir=tiny_model_dir)
-    engine = LateEngine(settings, Metrics())
-    app = create_app(settings, engine=engine)
+    metrics = Metrics()
+    engine = LateEngine(settings, metrics)
+    app = create_app(settings, engine, metrics)
 
     async def main() -> httpx.Response:
         async with app.router.lifespan_context(app):

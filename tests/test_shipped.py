@@ -13,10 +13,10 @@ from pathlib import Path
 import onnx
 import pytest
 
+from core.corpus import load_test_set, multi30k_dir
 from core.folder import FolderConfig
 from core.search import SearchOptions
 from export.quantize import weights_multiplied_in_float
-from model.data import load_test_set, multi30k_dir
 from quality.bleu import score
 from service.translator import Translator
 

@@ -1,4 +1,4 @@
-"""service.text: splitting request text into sentences and joining the translations back in the same layout."""
+"""service.worker.text: splitting request text into sentences and joining the translations back in the same layout."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from service.text import join_translations, sentences_of, split_sentences
+from service.worker.text import join_translations, sentences_of, split_sentences
 
 TESTSET = json.loads((Path(__file__).parent / "data" / "sentences.en-de.json").read_text())
 LABELLED = [pytest.param(lang, case, id=f"{lang}-{i}") for lang in ("en", "de") for i, case in enumerate(TESTSET[lang])]

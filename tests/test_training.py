@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from core.corpus import read_lines, read_pairs
 from core.search import SearchOptions
 from core.tokenizer import TITLE, UPPER, Tokenizer, word_case
 from model import plot, train
 from model.augment import casing_variants, number_variants
 from model.checkpoint import load_model, step_checkpoints
 from model.config import PRESETS
-from model.data import read_lines, read_pairs
 from model.decode import translate
 from quality.bleu import score
 

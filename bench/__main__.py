@@ -1,0 +1,156 @@
+"""Every benchmark, in one list: `python -m bench` runs them all in order (what `make bench` does: well over an hour
+on 2 cores), `python -m bench NAME [NAME ...]` the named ones, `python -m bench --list` lists them.
+
+Each runs as `python -m MODULE ARGS` from the repository root, one after the other, and writes its results under
+bench/results/ (BENCHMARKS.md says which table comes from which); the run stops at the first that fails. A benchmark
+that needs what only a person can give (a checkout to compare with, a running server) is skipped with a line saying
+how to run it; the GPU benchmark runs in the full run only where there is a GPU. For other arguments, run the module
+itself: `python -m bench.offline.engines --help`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from bench.common.defaults import REPO
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    module: str
+    measures: str
+    args: tuple[str, ...] = ()
+    needs: str = ""  # an argument only a person can give: the benchmark is skipped, saying so
+    gpu: bool = False  # the full run skips it where there is no GPU
+
+    def command(self) -> str:
+        return " ".join(["python", "-m", self.module, *self.args])
+
+
+BENCHMARKS = [
+    Benchmark(
+        "decode", "bench.offline.decode",
+        "offline speed and memory: PyTorch without and with a KV cache against ONNX Runtime with one",
+    ),
+    Benchmark(
+        "ct2_check", "bench.offline.ct2_check",
+        "the share of CTranslate2's greedy translations of our model that are identical to ours",
+    ),
+    Benchmark(
+        "engines", "bench.offline.engines",
+        "offline speed, memory and BLEU of ONNX Runtime against CTranslate2 on the same weights",
+    ),
+    Benchmark(
+        "profile_steps", "bench.offline.profile_steps",
+        "where a decoder step's time goes: ONNX Runtime's sessions, or the search in Python around them",
+    ),
+    Benchmark(
+        "gpu", "bench.offline.gpu",
+        "offline speed on the GPU (ONNX Runtime fp32 and fp16, PyTorch) beside the CPU, ms per decoder step",
+        gpu=True,
+    ),
+    Benchmark(
+        "checkouts", "bench.offline.checkouts",
+        "offline speed of this checkout against another one, side by side",
+        needs="a checkout to compare with: git worktree add /tmp/base COMMIT; "
+        "python -m bench.offline.checkouts /tmp/base",
+    ),
+    Benchmark(
+        "load", "bench.serving.load",
+        "the service's throughput and latency with dynamic batching against batch size 1",
+        args=("--compare", "--concurrency", "32", "--seconds", "20"),
+    ),
+    Benchmark(
+        "servers", "bench.serving.servers",
+        "our service against LibreTranslate on the same model, 1 to 64 clients",
+    ),
+    Benchmark(
+        "frontend", "bench.serving.frontend",
+        "what the HTTP workers sustain alone and with the real engine, against one process",
+    ),
+    Benchmark(
+        "probes", "bench.serving.probes",
+        "the figures behind tests/test_faults.py: abandoned work, memory given back, a lone request's wait",
+        args=("--repeat", "3"),
+    ),
+    Benchmark(
+        "soak", "bench.serving.soak",
+        "ten minutes of mixed load: the service's RSS growth and responses 500",
+        args=("--minutes", "10", "--setting", "threads=1"),
+    ),
+    Benchmark(
+        "loadgen", "bench.serving.loadgen",
+        "a running server's throughput and latency under closed-loop clients (wrk)",
+        needs="a running server: python -m bench.serving.loadgen URL < sentences.txt",
+    ),
+    Benchmark(
+        "detect", "bench.studies.detect",
+        "offline language identifiers: accuracy on short sentences, latency, load time and memory",
+    ),
+    Benchmark(
+        "splitters", "bench.studies.splitters",
+        "sentence splitters on our labelled texts: the share split right, time per text",
+    ),
+]  # fmt: skip
+BY_NAME = {b.name: b for b in BENCHMARKS}
+
+
+def has_gpu() -> bool:
+    """Whether NVIDIA's driver is installed (its nvidia-smi is on PATH)."""
+    return shutil.which("nvidia-smi") is not None
+
+
+def why_skipped(benchmark: Benchmark, full_run: bool) -> str:
+    """Why this run leaves the benchmark out, or "" when it runs it."""
+    if benchmark.needs:
+        return f"needs {benchmark.needs}"
+    if benchmark.gpu and full_run and not has_gpu():
+        return f"needs a GPU (nvidia-smi finds none); python -m bench {benchmark.name} runs it on the CPU provider"
+    return ""
+
+
+def run(benchmarks: list[Benchmark], full_run: bool) -> None:
+    """Each benchmark in turn, from the repository root; stops at the first that fails."""
+    for benchmark in benchmarks:
+        if reason := why_skipped(benchmark, full_run):
+            print(f"== bench {benchmark.name}: skipped, {reason}", flush=True)
+            continue
+        print(f"== bench {benchmark.name}: {benchmark.command()}", flush=True)
+        done = subprocess.run([sys.executable, "-m", benchmark.module, *benchmark.args], cwd=REPO)
+        if done.returncode:
+            raise SystemExit(f"bench {benchmark.name} failed (exit code {done.returncode})")
+
+
+def listing() -> str:
+    """One entry per benchmark: its name and what it measures, then its command or what it needs."""
+    width = max(len(b.name) for b in BENCHMARKS) + 2
+    entries = []
+    for b in BENCHMARKS:
+        how = f"needs {b.needs}" if b.needs else b.command() + (" (where there is a GPU)" if b.gpu else "")
+        entries.append(f"{b.name:{width}}{b.measures}\n{'':{width}}{how}")
+    return "\n".join(entries)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(
+        "python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("names", nargs="*", metavar="NAME", help="the benchmarks to run (default: all, in order)")
+    p.add_argument("--list", action="store_true", help="list the benchmarks and what each measures")
+    args = p.parse_args(argv)
+    if args.list:
+        print(listing())
+        return
+    unknown = [name for name in args.names if name not in BY_NAME]
+    if unknown:
+        p.error(f"unknown benchmark {', '.join(unknown)}; python -m bench --list names them")
+    run([BY_NAME[name] for name in args.names] or BENCHMARKS, full_run=not args.names)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""The machine a result was measured on, and the memory of its processes (from /proc)."""
+
+from __future__ import annotations
+
+import os
+import platform
+from importlib import metadata
+from pathlib import Path
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def versions(packages: list[str]) -> dict[str, str]:
+    """Installed versions of these distributions in this interpreter's environment."""
+    found = {}
+    for name in packages:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def environment(packages: list[str]) -> dict:
+    """The machine and library versions a result was measured with."""
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "versions": versions(packages),
+    }
+
+
+def _proc_status_mib(field: str, pid: int | str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} for process {pid}")
+
+
+def rss_mib(pid: int | str = "self") -> float:
+    """A process's current resident set size (VmRSS), from /proc."""
+    return _proc_status_mib("VmRSS", pid)
+
+
+def peak_rss_mib(pid: int | str = "self") -> float:
+    """A process's peak resident set size (VmHWM), from /proc.
+
+    Not getrusage's ru_maxrss: Linux carries that over fork and exec, so a worker started by a big
+    driver would report the driver's peak.
+    """
+    return _proc_status_mib("VmHWM", pid)

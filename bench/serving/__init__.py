@@ -1,0 +1,1 @@
+"""Benchmarks through HTTP: a server started on loopback and driven by closed-loop clients."""

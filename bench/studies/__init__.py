@@ -1,0 +1,1 @@
+"""Library comparisons behind a choice of the service's: language detectors, sentence splitters."""

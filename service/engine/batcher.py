@@ -1,0 +1,234 @@
+"""Iteration-level batching: sentences from all concurrent requests share every decoder step.
+
+A request submits its sentences and awaits their results. A thread of its own (the batcher's loop) keeps one
+running batch (core.search.RunningBatch) over the model's decoder and, before every step, lets waiting sentences
+join it as the admission policy says (service.engine.admission: requests take turns, within the batch's bounds). A
+sentence leaves the batch at the step it ends and its request hears at once; its place is free for the next
+waiting sentence. Greedy and beam sentences of any beam size share the batch, so a short greedy request sent while
+long beam requests run is done after its own few steps, not after theirs.
+
+When the batch is empty, the first sentence waits up to max_wait_ms for company (the default is 0). The event loop
+only queues and awaits, so it keeps answering /health and /metrics while the loop decodes.
+
+Nothing accepted is dropped silently, and nothing abandoned costs work: a request whose client hung up (its task is
+cancelled) has its sentences leave the queue, or the running batch before the next step. Stopping finishes what
+was accepted up to a deadline, then answers what is left with ShuttingDown. Once idle, the memory that a heavy
+batch took is given back (service.engine.memory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from core.folder import ModelConfig
+from core.search import Decoder, Hypothesis, RunningBatch, SearchOptions, Sentence
+from service.engine.admission import Admission
+from service.engine.memory import MemoryWatch
+from service.metrics import Metrics
+from service.protocol import QueueFull, ShuttingDown
+
+log = logging.getLogger(__name__)
+
+
+class DecodingModel(Protocol):
+    """What the batcher needs of a model: service.engine.sessions.ModelSessions, or a test's stand-in."""
+
+    model_config: ModelConfig
+
+    def new_decoder(self) -> Decoder: ...
+
+    def release_memory(self) -> None: ...
+
+
+@dataclass(eq=False)  # a job is itself, not its contents
+class Job:
+    ids: list[int]
+    opts: SearchOptions
+    future: asyncio.Future
+    turn: int = 0  # its place in its request: the request's first sentence has turn 0
+    enqueued: float = field(default_factory=time.perf_counter)
+    joined: float = 0.0  # when it joined the running batch
+
+    @property
+    def abandoned(self) -> bool:
+        """Answered already: its client hung up, or the server answered it ShuttingDown."""
+        return self.future.done()
+
+
+class Batcher:
+    def __init__(
+        self,
+        model: DecodingModel,
+        metrics: Metrics,
+        name: str,
+        max_batch_sentences: int,
+        max_batch_tokens: int,
+        max_wait_ms: float,
+        max_queue: int,
+        release_after: float = 1.0,
+    ):
+        self.model = model
+        self.metrics = metrics
+        self.name = name
+        self.queue_depth = metrics.queue_depth.labels(name)
+        self.admission = Admission(max_batch_sentences, max_batch_tokens, max_queue)
+        self.max_wait = max_wait_ms / 1000
+        self.release_after = release_after
+        self.pending: list[Job] = []  # waiting to join, oldest first; guarded by `changed`
+        self.running: list[Job] = []  # in the running batch (only the loop's thread changes it)
+        self.changed = threading.Condition()
+        self.closing = False
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.thread = threading.Thread(target=self._run, name=f"batcher-{self.name}", daemon=True)
+        self.thread.start()
+
+    async def stop(self, deadline: float | None = None) -> None:
+        """Accept nothing new and finish what was accepted; after `deadline` seconds (None: no limit), answer what
+        is left with ShuttingDown, then stop."""
+        with self.changed:
+            self.closing = True
+            self.changed.notify()
+        if not self.thread:
+            return
+        await asyncio.to_thread(self.thread.join, deadline)
+        if self.thread.is_alive():
+            with self.changed:
+                left = [job for job in self.pending + self.running if not job.abandoned]
+            log.warning("shutdown deadline of %.0f s passed: %d sentences answered 503", deadline, len(left))
+            for job in left:
+                job.future.set_exception(ShuttingDown())
+            with self.changed:
+                self.changed.notify()
+            await asyncio.to_thread(self.thread.join)  # the loop drops the answered sentences at its next step
+
+    async def submit(self, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
+        """Queue the sentences of one request; returns their hypotheses in the same order."""
+        loop = asyncio.get_running_loop()
+        jobs = [Job(ids, opts, loop.create_future(), turn) for turn, ids in enumerate(sentences)]
+        with self.changed:
+            if self.closing:
+                raise ShuttingDown()
+            if not self.admission.accepts(len(self.pending), len(sentences)):
+                raise QueueFull()
+            self.pending.extend(jobs)
+            self.queue_depth.set(len(self.pending))
+            self.changed.notify()
+        try:
+            return await asyncio.gather(*(job.future for job in jobs))
+        except asyncio.CancelledError:  # the client is gone: nobody waits for these sentences any more
+            for job in jobs:
+                job.future.cancel()
+            with self.changed:
+                self.pending = [j for j in self.pending if not j.abandoned]
+                self.queue_depth.set(len(self.pending))
+            raise
+
+    # --- the loop, in its own thread -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        memory = MemoryWatch()
+        batch = RunningBatch(self.model.new_decoder(), self.model.model_config)
+        while True:
+            with self.changed:
+                if not self.running and not self._wait_for_work(memory):
+                    return
+                joining = self._take_joining()
+            try:
+                if joining:
+                    self._join(batch, joining)
+                self._drop_abandoned(batch)
+                if len(batch):
+                    self._step(batch)
+            except Exception as error:  # a fault fails the requests in the batch, never the service
+                log.exception("translator failed with %d sentences in the batch", len(self.running) + len(joining))
+                for job in self.running + joining:
+                    self._answer(job, error)
+                self.running = []
+                batch = RunningBatch(self.model.new_decoder(), self.model.model_config)
+            self.metrics.running_rows.set(batch.rows)
+
+    def _wait_for_work(self, memory: MemoryWatch) -> bool:
+        """With the batch empty, wait for a sentence (giving memory back when idle long), then give it up to
+        max_wait for company. False: closing, and nothing is left to do."""
+        while not self.pending:
+            if self.closing:
+                return False
+            if not self.changed.wait(self.release_after) and memory.grown():
+                self.changed.release()  # submit() must not wait for it
+                try:
+                    self.model.release_memory()
+                finally:
+                    self.changed.acquire()
+        deadline = self.pending[0].enqueued + self.max_wait
+        while len(self.pending) < self.admission.max_sentences and (left := deadline - time.perf_counter()) > 0:
+            self.changed.wait(left)
+        return True
+
+    def _take_joining(self) -> list[Job]:
+        """The waiting sentences that fit into the running batch, requests taking turns."""
+        self.pending = [j for j in self.pending if not j.abandoned]
+        joining = self.admission.joining(self.pending, [len(j.ids) for j in self.running if not j.abandoned])
+        if joining:
+            taken = set(joining)
+            self.pending = [j for j in self.pending if j not in taken]
+            self.queue_depth.set(len(self.pending))
+        return joining
+
+    def _join(self, batch: RunningBatch, joining: list[Job]) -> None:
+        started = time.perf_counter()
+        batch.add([j.ids for j in joining], [j.opts for j in joining], joining)
+        now = time.perf_counter()
+        self.metrics.inference.labels("encode").observe(now - started)
+        for job in joining:
+            self.metrics.queue_wait.observe(started - job.enqueued)
+            job.joined = now
+        self.metrics.input_tokens.inc(sum(len(j.ids) for j in joining))
+        self.running += joining
+
+    def _drop_abandoned(self, batch: RunningBatch) -> None:
+        gone = {job for job in self.running if job.abandoned}
+        if gone:
+            batch.remove(gone)
+            self.running = [j for j in self.running if j not in gone]
+
+    def _step(self, batch: RunningBatch) -> None:
+        self.metrics.batch_size.observe(len(batch))
+        started = time.perf_counter()
+        ended = batch.step()
+        now = time.perf_counter()
+        self.metrics.step_time.observe(now - started)
+        self.metrics.decoder_steps.inc()
+        for sentence in ended:
+            self._finish(sentence, now)
+        if ended:
+            done = {s.key for s in ended}
+            self.running = [j for j in self.running if j not in done]
+
+    def _finish(self, sentence: Sentence, now: float) -> None:
+        job: Job = sentence.key
+        hyps = sentence.result()
+        self.metrics.inference.labels("decode").observe(now - job.joined)
+        self.metrics.output_tokens.inc(len(hyps[0].tokens) + 1 if hyps else 0)
+        self._answer(job, hyps)
+
+    def _answer(self, job: Job, result: list[Hypothesis] | Exception) -> None:
+        """Settle a job's future on the event loop's thread (unless it was answered meanwhile)."""
+
+        def settle() -> None:
+            if job.future.done():
+                return
+            if isinstance(result, Exception):
+                job.future.set_exception(result)
+            else:
+                job.future.set_result(result)
+
+        self.loop.call_soon_threadsafe(settle)

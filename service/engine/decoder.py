@@ -1,0 +1,215 @@
+"""The decoder of a running batch over ONNX Runtime: its caches stay where ONNX Runtime runs between steps.
+
+OrtDecoder is a core.search.Decoder over a model's sessions (service.engine.sessions): the search (offline, or the
+batcher's running batch) calls add, step and select; the caches live in OrtValues on the device, and the cache
+graphs (service.engine.cache_graphs) reorder, append and grow them there.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+import onnxruntime as ort
+
+from core.folder import GraphIO
+from core.search import cache_slots
+
+if TYPE_CHECKING:
+    from service.engine.sessions import ModelSessions
+
+
+class OrtDecoder:
+    """A decoder (core.search.Decoder) whose caches stay where ONNX Runtime runs between steps.
+
+    The caches stay on the device (GPU memory on CUDA); each decoder step's cache outputs are bound to the very
+    buffers of its cache inputs, so the step writes its slot in place. The cache graphs (service.engine.cache_graphs)
+    reorder, append and grow them there. Nothing but the tokens, the positions and the top-k
+    crosses to NumPy, and on the CPU ONNX Runtime's allocator reuses the caches' memory from step to step, where
+    NumPy would allocate (and fault in) fresh pages.
+    """
+
+    def __init__(self, model: ModelSessions):
+        self.model = model
+        self.src_mask = np.zeros((0, 0), dtype=bool)
+        self.steps = 0
+        self.encode_seconds = 0.0
+        self._empty()
+
+    def _empty(self) -> None:
+        """No rows: no caches, and no binding that holds their memory; the next add starts afresh."""
+        self.cross_kv: list[ort.OrtValue] = []
+        self.positions = np.zeros(0, dtype=np.int64)  # each row's next position
+        self.top_tokens = self.top_logp = None  # OrtValues the step writes its top-k into
+        self._set_self_kv([])
+
+    def _set_self_kv(self, values: list[ort.OrtValue]) -> None:
+        """New buffers for the self-attention caches; the bindings and the spare buffers of the old ones go.
+
+        The bindings are kept from step to step and made again only for new buffers: binding a dozen tensors
+        at every step, and a new binding for every beam reorder, were a fifth of a one-sentence beam-4 step.
+        A beam reorder (select keeping every row) writes into `spare`, buffers of the caches' shapes, which then
+        change places with self_kv: two sets of buffers take turns, each with its step and reorder bindings.
+        """
+        self.self_kv = values
+        self.spare: list[ort.OrtValue] = []
+        # by the ids of the first tensors they bind (self-attention; then cross-attention for a step); each entry
+        # holds the tensors whose memory its binding points at, so that no other tensor can take their ids
+        self.step_bindings: dict[tuple[int, int], tuple[list[ort.OrtValue | None], ort.IOBinding]] = {}
+        self.reorder_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
+
+    @property
+    def slots(self) -> int:
+        return self.self_kv[0].shape()[2] if self.self_kv else 0
+
+    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+        started = time.perf_counter()
+        t, cfg = self.model, self.model.model_config
+        binding = t.encoder.io_binding()
+        binding.bind_cpu_input(GraphIO.SRC, src)
+        binding.bind_cpu_input(GraphIO.SRC_MASK, src_mask)
+        for name in t.cross_names:
+            binding.bind_output(name, t.device)
+        t.encoder.run_with_iobinding(binding, t.run_options)
+        cross_kv, rows = binding.get_outputs(), np.repeat(np.arange(len(src)), repeat)  # sentence i repeat[i] times
+        if (repeat != 1).any():
+            cross_kv = self._run(t.select, "x", cross_kv, {"rows": rows})
+        if not len(self.positions):
+            self.cross_kv, self.src_mask = cross_kv, src_mask[rows]
+            empty = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
+            self._set_self_kv(self._resize([empty] * len(t.self_names), cache_slots(1, cfg.max_len)))
+        else:  # the new rows after the running ones, the encoder outputs padded to the longer source
+            length = max(self.src_mask.shape[1], src_mask.shape[1])
+            if length > self.src_mask.shape[1]:  # rarely: most joins pad only the newcomers
+                self.cross_kv = self._resize(self.cross_kv, length)
+            self.cross_kv = self._join(self.cross_kv, cross_kv, length - src_mask.shape[1])
+            self.src_mask = np.concatenate([pad_columns(self.src_mask, length), pad_columns(src_mask[rows], length)])
+            new = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
+            self._set_self_kv(self._join(self.self_kv, [new] * len(self.self_kv), self.slots))
+        self.positions = np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)])
+        self.encode_seconds += time.perf_counter() - started
+
+    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        t = self.model
+        slots = cache_slots(int(self.positions.max()) + 1, t.model_config.max_len)
+        if slots > self.slots:
+            self._set_self_kv(self._resize(self.self_kv, slots))
+        width = min(width, t.model_config.vocab_size)
+        binding = self._binding(len(tokens), width)
+        binding.bind_cpu_input(GraphIO.TOKENS, tokens)
+        binding.bind_cpu_input(GraphIO.POSITIONS, self.positions)
+        binding.bind_cpu_input(GraphIO.WIDTH, np.array([width]))
+        binding.bind_cpu_input(GraphIO.SRC_MASK, self.src_mask)
+        t.decoder.run_with_iobinding(binding, t.run_options)
+        self.positions = self.positions + 1
+        self.steps += 1
+        # copies: numpy() views the buffers that the next step overwrites
+        return self.top_tokens.numpy().copy(), self.top_logp.numpy().copy()
+
+    def _binding(self, rows: int, width: int) -> ort.IOBinding:
+        """The step's binding of the current caches, with the top-k outputs bound again where they changed. Each
+        cache output is bound to the buffer of its input: the step writes its slot in place, with no copy of the
+        cache and no new memory."""
+        t = self.model
+        key = id(self.self_kv[0]), id(self.cross_kv[0])
+        held, binding = self.step_bindings.get(key, (None, None))
+        if binding is None:
+            binding = t.decoder.io_binding()
+            caches = [*self.self_kv, *self.cross_kv]
+            for name, value in zip([*t.self_names, *t.cross_names], caches):
+                binding.bind_ortvalue_input(name, value)
+            for name, value in zip(t.new_self_names, self.self_kv):
+                binding.bind_ortvalue_output(name, value)
+            held = [*caches, None, None]  # and the top-k outputs it has bound
+            self.step_bindings[key] = held, binding
+        if self.top_tokens is None or self.top_tokens.shape() != [rows, width]:
+            self.top_tokens = ort.OrtValue.ortvalue_from_shape_and_type([rows, width], np.int64)
+            self.top_logp = ort.OrtValue.ortvalue_from_shape_and_type([rows, width], np.float32)
+        if held[-2] is not self.top_tokens:
+            binding.bind_ortvalue_output(GraphIO.TOP_TOKENS, self.top_tokens)
+            binding.bind_ortvalue_output(GraphIO.TOP_LOGP, self.top_logp)
+            held[-2:] = self.top_tokens, self.top_logp
+        return binding
+
+    def _reorder(self, rows: np.ndarray) -> None:
+        """Beam search's select of every row: the self-attention caches' rows in a new order, written into the
+        spare buffers, which then take the caches' place."""
+        t = self.model
+        if not self.spare:
+            self.spare = [ort.OrtValue.ortvalue_from_shape_and_type(v.shape(), np.float32, t.device)
+                          for v in self.self_kv]
+        _, binding = self.reorder_bindings.get(id(self.self_kv[0]), (None, None))
+        if binding is None:
+            binding = t.select.io_binding()
+            for i, (value, into) in enumerate(zip(self.self_kv, self.spare)):
+                binding.bind_ortvalue_input(f"x_{i}", value)
+                binding.bind_ortvalue_output(f"y_{i}", into)
+            self.reorder_bindings[id(self.self_kv[0])] = [*self.self_kv, *self.spare], binding
+        binding.bind_cpu_input("rows", rows)
+        t.select.run_with_iobinding(binding, t.run_options)
+        self.self_kv, self.spare = self.spare, self.self_kv
+
+    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
+        if not len(rows):
+            self._empty()
+            return
+        rows = rows.astype(np.int64)
+        if cross_rows is None and len(rows) == len(self.positions):
+            self._reorder(rows)
+        else:
+            self._set_self_kv(self._run(self.model.select, "x", self.self_kv, {"rows": rows}))
+        self.positions = self.positions[rows]
+        if cross_rows is not None:
+            cross_rows = cross_rows.astype(np.int64)
+            self.cross_kv = self._run(self.model.select, "x", self.cross_kv, {"rows": cross_rows})
+            self.src_mask = self.src_mask[cross_rows]
+            self._shrink()
+
+    def _shrink(self) -> None:
+        """After sentences left: cut the encoder keys/values to the longest source left and the self-attention
+        cache to the slots the rows left need, so that a long sentence does not slow the batch once it is gone."""
+        longest_source = int(np.flatnonzero(self.src_mask.any(axis=0)).max()) + 1  # sources are right-padded
+        if longest_source < self.src_mask.shape[1]:
+            self.cross_kv = self._resize(self.cross_kv, longest_source)
+            self.src_mask = self.src_mask[:, :longest_source]
+        slots = cache_slots(int(self.positions.max()) + 1, self.model.model_config.max_len)
+        if slots < self.slots:
+            self._set_self_kv(self._resize(self.self_kv, slots))
+
+    def _resize(self, values: list, length: int) -> list[ort.OrtValue]:
+        """values (OrtValues, or NumPy arrays) padded with zeros or cut to `length` along axis 2: a join onto no
+        rows, its pad negative to cut."""
+        _, h, now, dh = values[0].shape() if isinstance(values[0], ort.OrtValue) else values[0].shape
+        none = np.zeros((0, h, length, dh), np.float32)
+        return self._join([none] * len(values), values, length - now)
+
+    def _join(self, a: list, b: list, b_short: int) -> list[ort.OrtValue]:
+        """concat(a_i, b_i) along the rows, b_i padded with zeros along axis 2 by `b_short` (0 when it has a_i's
+        length already). a_i is not padded: its copy into the result is the only one (a join is one copy of the
+        running batch's caches)."""
+        pads = {"pads_b": np.array([0, 0, 0, 0, 0, 0, b_short, 0])}
+        return self._run(self.model.join, "a", a, pads, second=("b", b))
+
+    def _run(self, session: ort.InferenceSession, prefix: str, values: list, cpu_inputs: dict[str, np.ndarray],
+             second: tuple[str, list] | None = None) -> list[ort.OrtValue]:
+        """Run a cache graph over values (inputs prefix_0, prefix_1, ...) on the device; outputs y_0, y_1, ..."""
+        t = self.model
+        binding = session.io_binding()
+        for name, group in [(prefix, values), *([second] if second else [])]:
+            for i, value in enumerate(group):
+                if isinstance(value, ort.OrtValue):
+                    binding.bind_ortvalue_input(f"{name}_{i}", value)
+                else:
+                    binding.bind_cpu_input(f"{name}_{i}", value)
+        for name, value in cpu_inputs.items():
+            binding.bind_cpu_input(name, value)
+        for i in range(len(values)):
+            binding.bind_output(f"y_{i}", t.device)
+        session.run_with_iobinding(binding, t.run_options)
+        return binding.get_outputs()
+
+
+def pad_columns(mask: np.ndarray, length: int) -> np.ndarray:
+    """A (N, S) bool mask padded with False to (N, length)."""
+    return np.pad(mask, [(0, 0), (0, length - mask.shape[1])])

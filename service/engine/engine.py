@@ -1,0 +1,108 @@
+"""The engine: every model folder served, each with its sessions and its batcher; ids in, hypotheses out.
+
+    engine = Engine(settings, metrics)
+    await engine.start()                                   # loads and warms up every model, starts the batchers
+    await engine.translate("en-de", sentences, options)    # hypotheses of each sentence
+    await engine.stop(deadline=20)                         # finish what was accepted, up to the deadline
+
+It runs in the engine process of `python -m service` (service.engine.server serves it to the HTTP workers), or
+inside the one process that serves everything (TRANSLATOR_HTTP_WORKERS=0). Either way it is an EngineClient
+(service.protocol). A model loader (load_model: a folder's pairs and what translates them) may stand in for ONNX
+Runtime (service.testing's echo model, for tests and benchmarks of everything around it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Protocol
+
+from core.folder import model_folders
+from core.search import Hypothesis, SearchOptions
+from service.engine.batcher import Batcher
+from service.engine.sessions import ModelSessions
+from service.metrics import Metrics
+from service.protocol import PairInfo, Phase, ShuttingDown
+from service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Runner(Protocol):
+    """What translates a model folder's sentences: its batcher, or a stand-in."""
+
+    def start(self) -> None: ...
+
+    async def submit(self, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]: ...
+
+    async def stop(self, deadline: float | None = None) -> None: ...
+
+
+ModelLoader = Callable[[Path, Settings, Metrics], tuple[list[PairInfo], Runner]]
+
+
+def warm_up(model: ModelSessions) -> None:
+    """Run every graph once greedy and once with beams, so that no request pays for a first run."""
+    ids = [*range(4, min(model.model_config.vocab_size, 10)), model.model_config.eos_id]
+    for beam_size in (1, 2):
+        model.translate_ids([ids], SearchOptions(beam_size=beam_size))
+
+
+def load_model(folder: Path, settings: Settings, metrics: Metrics) -> tuple[list[PairInfo], Runner]:
+    """A model folder's sessions, warm, behind a batcher; the pairs it serves."""
+    s = settings
+    model = ModelSessions(folder, s.precision, s.provider, s.threads, s.optimization, s.spin_threads)
+    warm_up(model)
+    log.info("model %s (%s) ready on %s (%s)", model.name, folder, model.provider, s.precision)
+    metrics.model_info.labels(model.name, model.provider, s.precision).set(1)
+    batcher = Batcher(model, metrics, model.name, s.max_batch_sentences, s.max_batch_tokens, s.max_wait_ms,
+                      s.max_queue, s.release_memory_after_s)
+    pairs = [PairInfo(source, target, str(folder), model.provider, s.precision) for source, target in
+             model.config.pairs]
+    return pairs, batcher
+
+
+class Engine:
+    def __init__(self, settings: Settings, metrics: Metrics, loader: ModelLoader = load_model):
+        self.settings = settings
+        self.metrics = metrics
+        self.loader = loader
+        self.phase = Phase.LOADING
+        self.pairs: list[PairInfo] = []
+        self.runners: list[Runner] = []  # one per model folder
+        self.routes: dict[str, Runner] = {}  # pair name -> its folder's runner
+
+    async def prepare(self) -> None:
+        """Nothing: in this process the models load in start(), while /health answers."""
+
+    async def start(self) -> None:
+        """Load every model folder (in a thread: the event loop keeps answering), then start one runner per folder:
+        the pairs of a multi-target model share its batcher, their sentences its running batch."""
+        for folder in model_folders(self.settings.model_dir):
+            pairs, runner = await asyncio.to_thread(self.loader, folder, self.settings, self.metrics)
+            for pair in pairs:
+                if pair.name in self.routes:
+                    raise ValueError(f"two model folders translate {pair.name}: {self.pair(pair.name).folder} and "
+                                     f"{folder}")
+                self.routes[pair.name] = runner
+            self.pairs += pairs
+            self.runners.append(runner)
+        for runner in self.runners:
+            runner.start()
+        self.phase = Phase.READY
+
+    def pair(self, name: str) -> PairInfo:
+        return next(pair for pair in self.pairs if pair.name == name)
+
+    async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
+        if self.phase is not Phase.READY:
+            raise ShuttingDown()
+        return await self.routes[pair].submit(sentences, opts)
+
+    def stop(self, deadline: float | None = None) -> Awaitable[None]:
+        """DRAINING from this call on; the awaitable stops every runner: accepted work finishes up to `deadline`
+        seconds, what is left is answered ShuttingDown (503)."""
+        self.phase = Phase.DRAINING
+        return asyncio.gather(*(runner.stop(deadline) for runner in self.runners))

@@ -1,0 +1,54 @@
+"""The engine process of `python -m service`: load the models, serve the HTTP workers, drain on SIGTERM.
+
+Started by the supervisor (service.supervisor) with run(). Holding `lifeline` (the pipe's only writer) is what tells
+the workers it is alive: when this process ends, however it ends, they read EOF.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from multiprocessing.connection import Connection
+
+from service.engine.engine import Engine, ModelLoader, load_model
+from service.engine.server import EngineServer
+from service.metrics import Metrics
+from service.processes import end_with_parent, entry_point, setup_logging
+from service.settings import Settings
+
+log = logging.getLogger(__name__)
+LAST_ANSWERS_SECONDS = 0.5  # after the drain, for the last answers to leave the socket
+
+
+def model_loader(name: str | None) -> ModelLoader:
+    """The model loader named "module:function" (service.testing's stand-ins); ONNX Runtime's without a name."""
+    return entry_point(name) if name else load_model
+
+
+def run(settings: Settings, address: str, lifeline: Connection, parent: int, loader: str | None = None) -> None:
+    end_with_parent(parent)
+    setup_logging(settings)
+    asyncio.run(serve(settings, address, model_loader(loader)))
+
+
+async def serve(settings: Settings, address: str, loader: ModelLoader) -> None:
+    engine = Engine(settings, Metrics(), loader)
+    server = EngineServer(engine, address)
+    serving = asyncio.create_task(server.serve())
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    try:
+        await engine.start()
+    except Exception:
+        log.critical("cannot load the models from %s", settings.model_dir, exc_info=True)
+        raise SystemExit(3) from None
+    server.loaded.set()
+    log.info("engine serving %s", ", ".join(pair.name for pair in engine.pairs))
+    await stopping.wait()
+    await engine.stop(settings.drain_seconds)
+    await asyncio.sleep(LAST_ANSWERS_SECONDS)
+    serving.cancel()
+    server.close()

@@ -1,0 +1,79 @@
+"""The engine served to the HTTP workers over ZeroMQ: one ROUTER socket here, a DEALER in each worker
+(service.worker.remote), over ipc:// in the service's private folder. The messages are service.protocol's.
+
+The lifeline (a pipe whose only writer is the engine process) is held by service.engine.process: when this process
+ends, every worker reads EOF at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import zmq
+import zmq.asyncio
+
+from service.protocol import (
+    KINDS,
+    Cancel,
+    Done,
+    EngineClient,
+    EngineError,
+    ErrorKind,
+    Failed,
+    Hello,
+    Ready,
+    Reply,
+    Request,
+    Translate,
+    decode_request,
+    encode,
+)
+
+log = logging.getLogger(__name__)
+
+
+class EngineServer:
+    """Answers the workers connected to `address` from `engine` (service.engine.Engine, or any EngineClient)."""
+
+    def __init__(self, engine: EngineClient, address: str):
+        self.engine = engine
+        self.socket = zmq.asyncio.Context.instance().socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 1000)
+        self.socket.bind(address)
+        self.loaded = asyncio.Event()  # set once the engine is READY: Hello is answered then
+        self.tasks: dict[tuple[bytes, int], asyncio.Task] = {}
+
+    async def serve(self) -> None:
+        """Answer the workers until cancelled."""
+        while True:
+            worker, payload = await self.socket.recv_multipart()
+            message = decode_request(payload)
+            key = (worker, message.id)
+            if isinstance(message, Cancel):
+                if (task := self.tasks.get(key)) is not None:
+                    task.cancel()
+                continue
+            self.tasks[key] = task = asyncio.create_task(self._answer(worker, message))
+            task.add_done_callback(lambda _, key=key: self.tasks.pop(key, None))
+
+    async def _answer(self, worker: bytes, message: Request) -> None:
+        try:
+            reply = await self._reply(message)
+        except asyncio.CancelledError:  # its worker no longer waits
+            return
+        except EngineError as error:
+            reply = Failed(message.id, KINDS.get(type(error), ErrorKind.FAULT), str(error))
+        except Exception as error:
+            log.exception("engine request failed")
+            reply = Failed(message.id, ErrorKind.FAULT, f"{type(error).__name__}: {error}")
+        await self.socket.send_multipart([worker, encode(reply)])
+
+    async def _reply(self, message: Hello | Translate) -> Reply:
+        if isinstance(message, Hello):
+            await self.loaded.wait()
+            return Ready(message.id, self.engine.pairs)
+        return Done(message.id, await self.engine.translate(message.pair, message.sentences, message.opts))
+
+    def close(self) -> None:
+        self.socket.close()

@@ -1,0 +1,172 @@
+"""A model folder's ONNX Runtime sessions: encoder, decoder step and cache graphs, on the provider that really runs.
+
+    model = ModelSessions("models/en-de", precision="int8")
+    model.translate_ids([[12, 7, 3]], SearchOptions(beam_size=4)).hypotheses
+
+No tokenizer: the engine process runs ids only (the HTTP workers tokenize). The offline Translator
+(service.engine.translator) adds the tokenizer; the decoder over these sessions is service.engine.decoder.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnxruntime as ort
+
+from core.folder import FolderConfig, GraphIO
+from core.search import Hypothesis, SearchOptions, search
+from service.engine.cache_graphs import join_graph, select_graph
+from service.engine.decoder import OrtDecoder
+from service.engine.memory import trim_malloc
+
+log = logging.getLogger(__name__)
+
+OPTIMIZATION_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+
+@dataclass
+class BatchResult:
+    hypotheses: list[list[Hypothesis]]
+    encode_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    steps: int = 0  # decoder steps run
+
+
+def session_options(threads: int, optimization: str, spin_threads: bool) -> ort.SessionOptions:
+    """Threads, graph optimizations, and whether idle intra-op threads spin waiting for work.
+
+    Spinning saves a wake-up per operator when the process has the cores to itself; beside an HTTP server on
+    few cores it takes the CPU that the event loop and the search need between two decoder steps.
+    """
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = OPTIMIZATION_LEVELS[optimization]
+    opts.log_severity_level = 3
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_threads else "0")
+    return opts
+
+
+# Graph fusions left out on the CPU: ONNX Runtime 1.31's CPU SkipLayerNormalization kernel takes 6-7x as long as
+# the Add and LayerNormalization it replaces on (N, T, D) inputs (1.72 against 0.25 ms at (64, 20, 256)), which
+# made the layer norms an eighth of a decoder step. GPU sessions keep the fusion.
+CPU_UNFUSED = ["SkipLayerNormFusion"]
+
+
+def wanted_providers(provider: str) -> list[str]:
+    """What to ask ONNX Runtime for; what it really runs is read back from a session (running_provider)."""
+    if provider == "cpu":
+        return ["CPUExecutionProvider"]
+    if provider == "cuda" or "CUDAExecutionProvider" in ort.get_available_providers():
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+def running_provider(provider: str) -> str:
+    """The provider ONNX Runtime really runs on when asked for `provider`. CUDA may be listed and still be unusable
+    (no driver, no CUDA libraries); a session then falls back to the CPU. A one-node graph finds out."""
+    if provider == "auto":
+        ort.set_default_logger_severity(4)  # a failed CUDA probe is expected here, not an error
+    try:
+        probe = ort.InferenceSession(select_graph(1), providers=wanted_providers(provider))
+    finally:
+        ort.set_default_logger_severity(2)
+    return probe.get_providers()[0]
+
+
+
+class ModelSessions:
+    """The sessions of one model folder in one precision, and a batch translated over them (ids in, ids out)."""
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        precision: str = "fp32",
+        provider: str = "auto",
+        threads: int = 0,
+        optimization: str = "all",
+        spin_threads: bool = False,
+    ):
+        self.model_dir = Path(model_dir)
+        self.config = FolderConfig.load(self.model_dir)
+        self.model_config = self.config.model
+        if precision not in self.config.graphs:
+            raise ValueError(f"{self.model_dir} has no {precision} graphs; it has {sorted(self.config.graphs)}")
+        self.precision = precision
+        self.provider = running_provider(provider)
+        if provider == "cuda" and self.provider != "CUDAExecutionProvider":
+            log.warning("CUDA was asked for but is not usable here; ONNX Runtime runs on %s", self.provider)
+        elif provider == "auto":
+            log.info("provider auto: ONNX Runtime runs on %s", self.provider)
+        self.on_gpu = self.provider == "CUDAExecutionProvider"
+        self.device = "cuda" if self.on_gpu else "cpu"  # where the caches stay between steps
+        graphs = self.config.graphs[precision]
+        self.options = session_options(threads, optimization, spin_threads)
+        self.encoder = self._session(graphs["encoder"])
+        self.decoder = self._session(graphs["decoder"])
+        if GraphIO.POSITIONS not in {x.name for x in self.decoder.get_inputs()}:
+            raise ValueError(f"{self.model_dir} holds graphs of an older export (a cache that grows by concatenation, "
+                             "no positions); export its model.pt again with `python -m export`")
+        self.cross_names = names(self.encoder, GraphIO.CROSS, outputs=True)
+        self.self_names = names(self.decoder, GraphIO.SELF)
+        self.select = self._session(select_graph(len(self.self_names)))
+        self.join = self._session(join_graph(len(self.self_names)))
+        self.new_self_names = names(self.decoder, GraphIO.NEW_SELF, outputs=True)
+        # None unless needed: with any RunOptions, onnxruntime 1.31's Python run_with_iobinding looks up a
+        # gpu_graph_id entry, and the lookup of an absent entry raises and catches an error, 50 us every run
+        self.run_options: ort.RunOptions | None = None
+
+    def _session(self, graph: str | bytes) -> ort.InferenceSession:
+        """A session, on the provider found running, of a graph file of the folder or of a graph built in memory."""
+        source = graph if isinstance(graph, bytes) else str(self.model_dir / graph)
+        providers = [self.provider, "CPUExecutionProvider"] if self.on_gpu else ["CPUExecutionProvider"]
+        return ort.InferenceSession(source, self.options, providers=providers,
+                                    disabled_optimizers=None if self.on_gpu else CPU_UNFUSED)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def new_decoder(self) -> OrtDecoder:
+        """An empty decoder for a running batch (core.search.RunningBatch)."""
+        return OrtDecoder(self)
+
+    def translate_ids(self, sources: list[list[int]], opts: SearchOptions) -> BatchResult:
+        """Translate source ids in one running batch; returns hypotheses and where the time went."""
+        started, decoder = time.perf_counter(), self.new_decoder()
+        hyps = search(decoder, sources, opts, self.model_config)
+        total = time.perf_counter() - started
+        return BatchResult(hyps, decoder.encode_seconds, total - decoder.encode_seconds, decoder.steps)
+
+    def release_memory(self) -> None:
+        """Give the memory of past batches back to the system: ONNX Runtime's arenas keep what the largest batch
+        took (a 64-sentence beam-8 batch: 600 MiB) for reuse. One beam-2 sentence runs every graph with arena
+        shrinkage on, which frees the arenas' unused regions, and glibc returns its free pages. A few ms: the batcher
+        calls it when the queue runs empty, never between two batches of a busy server."""
+        self.run_options = shrinking_run_options(self.device)
+        try:
+            self.translate_ids([[self.model_config.eos_id]], SearchOptions(beam_size=2, max_length=2))
+        finally:
+            self.run_options = None
+        trim_malloc()
+
+
+def shrinking_run_options(device: str) -> ort.RunOptions:
+    options = ort.RunOptions()
+    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "gpu:0" if device == "cuda" else "cpu:0")
+    return options
+
+
+def names(session: ort.InferenceSession, prefix: str, outputs: bool = False) -> list[str]:
+    """The names of a graph's cache tensors (prefix_k_0, prefix_v_0, ...), in graph order."""
+    found = session.get_outputs() if outputs else session.get_inputs()
+    return [x.name for x in found if x.name.startswith(f"{prefix}_")]
+

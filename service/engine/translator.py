@@ -1,0 +1,38 @@
+"""The offline translator: a model folder's sessions and its tokenizer, texts in and translations out.
+
+    translator = Translator("models/en-de")
+    translator.translate(["Hello, how are you?"])[0][0].text
+
+The one call to translate a batch from Python (the README's); the server runs the same sessions and decoder in its
+engine process (service.engine.engine), with the tokenizers in the HTTP workers.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from core.search import SearchOptions
+from core.tokenizer import AnyTokenizer, load_tokenizer
+from core.translate import Translation, source_ids, translate_texts
+from service.engine.sessions import ModelSessions
+
+
+class Translator(ModelSessions):
+    """A model folder's sessions (ModelSessions: the same arguments) with its tokenizer."""
+
+    @cached_property
+    def tokenizer(self) -> AnyTokenizer:
+        return load_tokenizer(self.model_dir, self.config.tokenizer, self.model_config.case_tags)
+
+    def encode_texts(self, texts: list[str], target: str | None = None) -> list[list[int]]:
+        """Source ids of each text, as the encoder reads them (ModelConfig.source_ids)."""
+        return source_ids(self.tokenizer, self.model_config, texts, target)
+
+    def translate(
+        self, texts: list[str], opts: SearchOptions | None = None, batch_size: int = 64, target: str | None = None
+    ) -> list[list[Translation]]:
+        """Translate texts (batched by length): the n_best translations of each, best first. `target`: one of the
+        model's target languages, where it has several (ModelConfig.targets)."""
+        opts = opts or SearchOptions()
+        translate_ids = lambda sources, o: self.translate_ids(sources, o).hypotheses  # noqa: E731
+        return translate_texts(translate_ids, self.tokenizer, self.model_config, texts, opts, batch_size, target)

@@ -1,0 +1,166 @@
+"""Between the processes: what an HTTP worker and the engine process say to each other, and what a worker may ask
+of an engine (EngineClient), whether the engine runs in another process or in its own.
+
+    worker -> engine   Hello(id)                           answered Ready(id, pairs) once every model is warm
+                       Translate(id, pair, sentences, opts) answered Done(id, hypotheses) or Failed(id, error, text)
+                       Cancel(id)                           the client hung up: its sentences leave the engine
+
+Messages are msgspec structs, tagged by their kind and encoded as MessagePack: typed on both sides, and no pickle
+between processes. The engine states its pairs once, in Ready: each pair's languages, model folder, and where and
+in which precision it runs; a worker loads its tokenizers from that folder.
+
+Neither ONNX Runtime nor PyTorch: both sides import it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable
+from typing import Protocol
+
+import msgspec
+
+from core.folder import pair_name
+from core.search import Hypothesis, SearchOptions
+
+
+class Phase(enum.Enum):
+    """Where an engine is in its life: the one state that readiness and shutdown read."""
+
+    LOADING = "loading"  # the models load (/health answers; requests get 503)
+    READY = "ready"  # every model warm: requests are taken
+    DRAINING = "draining"  # shutting down: accepted work finishes up to the drain deadline, new work gets 503
+    GONE = "gone"  # the engine process died: everything gets 503 until the service restarts
+
+
+class EngineError(Exception):
+    """An engine's refusal or failure of a request (service.worker.errors turns each into an HTTP answer)."""
+
+
+class QueueFull(EngineError):
+    """More sentences are waiting than the queue holds; the request should be retried later."""
+
+
+class ShuttingDown(EngineError):
+    """The engine no longer accepts new work, or the drain deadline passed before this work ran."""
+
+
+class EngineGone(EngineError):
+    """The engine process died: nothing it had will be answered."""
+
+
+class EngineFault(EngineError):
+    """The engine failed a batch (the message says why); the request gets 500 and the service goes on."""
+
+
+class ErrorKind(enum.Enum):
+    """The EngineErrors that cross between processes, by name."""
+
+    QUEUE_FULL = "queue_full"
+    SHUTTING_DOWN = "shutting_down"
+    FAULT = "fault"
+
+
+ERRORS: dict[ErrorKind, type[EngineError]] = {
+    ErrorKind.QUEUE_FULL: QueueFull,
+    ErrorKind.SHUTTING_DOWN: ShuttingDown,
+    ErrorKind.FAULT: EngineFault,
+}
+KINDS = {error: kind for kind, error in ERRORS.items()}
+
+
+class PairInfo(msgspec.Struct, frozen=True):
+    """One language pair as the engine serves it. A multi-target model folder serves several pairs."""
+
+    source: str
+    target: str
+    folder: str  # the model folder: its config.json and tokenizer files
+    provider: str  # ONNX Runtime's execution provider that runs it
+    precision: str  # which graphs: fp32, fp16, int8
+
+    @property
+    def name(self) -> str:
+        return pair_name(self.source, self.target)
+
+
+# --- the messages ---------------------------------------------------------------------------------------------
+
+
+class Hello(msgspec.Struct, tag=True):
+    id: int
+
+
+class Translate(msgspec.Struct, tag=True):
+    id: int
+    pair: str
+    sentences: list[list[int]]  # source ids, as the encoder reads them
+    opts: SearchOptions
+
+
+class Cancel(msgspec.Struct, tag=True):
+    id: int
+
+
+class Ready(msgspec.Struct, tag=True):
+    id: int
+    pairs: list[PairInfo]
+
+
+class Done(msgspec.Struct, tag=True):
+    id: int
+    hypotheses: list[list[Hypothesis]]  # of each sentence, best first
+
+
+class Failed(msgspec.Struct, tag=True):
+    id: int
+    error: ErrorKind
+    message: str = ""
+
+
+Request = Hello | Translate | Cancel
+Reply = Ready | Done | Failed
+
+_encoder = msgspec.msgpack.Encoder()
+_requests = msgspec.msgpack.Decoder(Request)
+_replies = msgspec.msgpack.Decoder(Reply)
+
+
+def encode(message: Request | Reply) -> bytes:
+    return _encoder.encode(message)
+
+
+def decode_request(data: bytes) -> Request:
+    return _requests.decode(data)
+
+
+def decode_reply(data: bytes) -> Reply:
+    return _replies.decode(data)
+
+
+# --- what a worker asks of an engine ---------------------------------------------------------------------------
+
+
+class EngineClient(Protocol):
+    """An engine as an HTTP worker sees it: service.engine.Engine in this process, or service.worker.remote's
+    RemoteEngine for the engine process."""
+
+    @property
+    def phase(self) -> Phase: ...
+
+    @property
+    def pairs(self) -> list[PairInfo]:
+        """The pairs served; known once the engine is READY."""
+
+    async def prepare(self) -> None:
+        """What needs no running engine (sockets); done before the HTTP port is served."""
+
+    async def start(self) -> None:
+        """Load or wait for the engine; returns once it is READY."""
+
+    async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
+        """The hypotheses of each sentence of `pair`, in order; raises an EngineError. Cancelling the call abandons
+        the sentences: they leave the queue and the running batch."""
+
+    def stop(self, deadline: float) -> Awaitable[None]:
+        """DRAINING from this call on: no more work is taken; the awaitable returned ends once accepted work is
+        answered, within `deadline` seconds (what is left then: ShuttingDown)."""

@@ -1,0 +1,88 @@
+"""What the routes share: the worker's state, the pipeline once it serves, the request's parameters, and awaiting
+work for a client that may hang up."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+from fastapi import Depends, Request
+from pydantic import BaseModel, ValidationError
+
+from service.protocol import Phase
+from service.worker.errors import ClientGone, InvalidRequest, NotServing, describe
+from service.worker.params import read_params
+from service.worker.pipeline import Pipeline
+
+if TYPE_CHECKING:
+    from service.worker.app import State
+
+READY_GRACE_S = 1.0  # how long a request waits for this worker to hear that the engine is ready
+Model = TypeVar("Model", bound=BaseModel)
+T = TypeVar("T")
+
+
+def state(request: Request) -> State:
+    return request.app.state.translator_state
+
+
+async def serving(state: State, grace: float) -> Pipeline:
+    """The pipeline, once this worker serves. The engine's READY reaches every HTTP worker at once, give or take a
+    moment: a request waits up to `grace` seconds for it, so that the worker that answered /ready first is not the
+    only one that translates."""
+    if state.phase is Phase.LOADING and grace > 0:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(state.serving.wait(), grace)
+    if (phase := state.phase) is not Phase.READY:
+        raise NotServing(phase)
+    return state.pipeline
+
+
+async def pipeline(request: Request) -> Pipeline:
+    """The pipeline for a request (waiting READY_GRACE_S for this worker to hear that the engine is ready)."""
+    return await serving(state(request), READY_GRACE_S)
+
+
+async def pipeline_now(request: Request) -> Pipeline:
+    """The pipeline if this worker serves now (/ready)."""
+    return await serving(state(request), 0)
+
+
+async def params(request: Request) -> dict[str, Any]:
+    """The request's parameters: query string and body merged (service.worker.params)."""
+    return await read_params(request, state(request).settings.api_keys)
+
+
+def validated(model: type[Model], values: dict[str, Any]) -> Model:
+    try:
+        return model.model_validate(values)
+    except ValidationError as error:
+        raise InvalidRequest(describe(error.errors())) from None
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """Await `work`; if the client hangs up first, cancel it (its sentences leave the queue and the running batch)
+    and raise ClientGone, whose answer nobody receives but the metrics count."""
+    task = asyncio.ensure_future(work)
+
+    async def disconnected() -> None:
+        while not await request.is_disconnected():
+            await asyncio.sleep(0.05)
+
+    watch = asyncio.create_task(disconnected())
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if not task.done():
+        task.cancel()
+        raise ClientGone()
+    return task.result()
+
+
+# The dependencies as routes declare them (FastAPI's Annotated style).
+ServingPipeline = Annotated[Pipeline, Depends(pipeline)]
+PipelineNow = Annotated[Pipeline, Depends(pipeline_now)]
+Params = Annotated[dict[str, Any], Depends(params)]

@@ -1,0 +1,134 @@
+"""Every error a request can meet, and the one place where each becomes an HTTP answer.
+
+The pipeline and the request reading raise domain errors (InvalidRequest, Forbidden, ...), the engine its
+EngineErrors (service.protocol); install() maps each to its status, LibreTranslate's body {"error": message}, and
+Retry-After where trying again later helps.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+
+from service.protocol import EngineError, EngineFault, EngineGone, Phase, QueueFull, ShuttingDown
+
+log = logging.getLogger(__name__)
+
+CLIENT_GONE = 499  # nginx's "client closed request": what a request whose client hung up is counted as
+RETRY_AFTER = {"Retry-After": "1"}
+
+
+class RequestError(Exception):
+    """A request that cannot be served as it is; `status` is its HTTP answer."""
+
+    status = 400
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidRequest(RequestError):
+    """Unreadable, malformed or over a limit: LibreTranslate's 400 "Invalid request: ..."."""
+
+    def __init__(self, problem: str):
+        super().__init__(f"Invalid request: {problem}")
+
+
+class Unsupported(RequestError):
+    """A language or pair that is not served (400, as LibreTranslate words it)."""
+
+
+class Forbidden(RequestError):
+    status = 403
+
+
+class NotFound(RequestError):
+    status = 404
+
+
+class TooLarge(RequestError):
+    status = 413
+
+
+class Unavailable(RequestError):
+    """Not now: the models are loading, the server is shutting down (503 with Retry-After)."""
+
+    status = 503
+
+
+class NotServing(Unavailable):
+    """This worker does not take requests in its phase (service.protocol.Phase)."""
+
+    MESSAGES = {
+        Phase.LOADING: "Models are loading",
+        Phase.DRAINING: "Server shutting down",
+        Phase.GONE: "The engine is not running; the service is restarting",
+    }
+
+    def __init__(self, phase: Phase):
+        super().__init__(self.MESSAGES[phase])
+
+
+class ClientGone(RequestError):
+    """The client hung up: nobody reads the answer, the metrics count it."""
+
+    status = CLIENT_GONE
+
+    def __init__(self) -> None:
+        super().__init__("Client closed the request")
+
+
+ENGINE_ANSWERS: dict[type[EngineError], tuple[int, str]] = {
+    QueueFull: (503, "Server busy: the queue is full"),
+    ShuttingDown: (503, "Server shutting down"),
+    EngineGone: (503, "The engine is not running; the service is restarting"),
+    EngineFault: (500, "internal error"),
+}
+
+
+def error(status: int, message: str) -> JSONResponse:
+    """LibreTranslate's error body; Retry-After on a 503."""
+    return JSONResponse({"error": message}, status_code=status, headers=RETRY_AFTER if status == 503 else None)
+
+
+def describe(errors: list[dict]) -> str:
+    """'q: Input should be a valid string; ...' from pydantic's errors."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['msg']}" for e in errors)
+
+
+def install(app: FastAPI) -> None:
+    """The handlers: each error above, FastAPI's own, a client that hung up while sending, and any other fault."""
+
+    @app.exception_handler(RequestError)
+    async def request_error(request: Request, exc: RequestError) -> JSONResponse:
+        return error(exc.status, exc.message)
+
+    @app.exception_handler(EngineError)
+    async def engine_error(request: Request, exc: EngineError) -> JSONResponse:
+        status, message = ENGINE_ANSWERS[type(exc)]
+        if status == 500:
+            log.error("the engine failed a request on %s: %s", request.url.path, exc)
+        return error(status, message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error(400, f"Invalid request: {describe(exc.errors())}")
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_disconnected(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        return error(CLIENT_GONE, ClientGone().message)
+
+    @app.exception_handler(Exception)
+    async def fault(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s", request.url.path)
+        return error(500, "internal error")

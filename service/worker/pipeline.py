@@ -1,0 +1,190 @@
+"""The path of one translate request once its parameters are read: check, route, split, tokenize, submit, join.
+
+A request's texts (q) are cleaned (service.worker.params.clean_text), routed to a language pair (detected when
+source is "auto"), cut into segments (the text itself, or each text node of HTML), the segments into sentences;
+the sentences of every pair are submitted to the engine at once (an EngineClient: service.protocol), and the
+translations are put back in the same layout and markup. No HTTP here: a request that cannot be served raises a
+domain error (service.worker.errors), the engine's refusals come as they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from core.search import Hypothesis, SearchOptions
+from service.protocol import EngineClient
+from service.settings import Settings
+from service.worker.detect import LanguageDetector
+from service.worker.errors import InvalidRequest, Unsupported
+from service.worker.html import HtmlText
+from service.worker.pairs import Pair, Pairs
+from service.worker.params import clean_text
+from service.worker.schemas import DetectedLanguage, TranslateRequest, TranslateResponse
+from service.worker.text import join_translations, sentences_of, split_sentences
+
+
+@dataclass
+class Text:
+    """One text of q on its way: where it goes, its segments split into sentences, and their translations."""
+
+    original: str
+    pair: Pair | None  # None: already in the target language, given back as it is
+    detected: tuple[str, float] | None  # (language, confidence) when source was "auto"
+    html: HtmlText | None
+    layouts: list[list[str]]  # one split_sentences() layout per segment
+    translations: list[list[str]] | None = None  # per alternative, one translation per sentence
+
+    @property
+    def sentences(self) -> list[str]:
+        return [sentence for layout in self.layouts for sentence in sentences_of(layout)]
+
+    def render(self, k: int) -> str:
+        """The k-th alternative of this text, in its layout and markup; the text itself when nothing was translated."""
+        if self.translations is None:
+            return self.original
+        segments, it = [], iter(self.translations[k])
+        for layout in self.layouts:
+            segments.append(join_translations(layout, [next(it) for _ in sentences_of(layout)]))
+        return self.html.render(segments) if self.html else segments[0]
+
+
+class Pipeline:
+    def __init__(self, engine: EngineClient, pairs: Pairs, detector: LanguageDetector, settings: Settings):
+        self.engine = engine
+        self.pairs = pairs
+        self.detector = detector
+        self.settings = settings
+        # no translation is longer than the positions of its model: a larger max_length is capped, never an error
+        self.longest_output = max(pair.config.model.max_len for pair in pairs.pairs.values())
+
+    def beam_size(self, req: TranslateRequest) -> int:
+        """The beam a request decodes with: its own or the default, and wide enough for its alternatives."""
+        return max(req.beam_size or self.settings.beam_size, req.alternatives + 1)
+
+    def search_options(self, req: TranslateRequest) -> SearchOptions:
+        s = self.settings
+        return SearchOptions(
+            beam_size=self.beam_size(req),
+            length_penalty=s.length_penalty,
+            n_best=req.alternatives + 1,
+            max_length_ratio=s.max_length_ratio,
+            max_length=min(req.max_length or SearchOptions.max_length, self.longest_output),
+        )
+
+    def check_texts(self, texts: list[str]) -> None:
+        """q's cleaned texts: each with visible text, max_chars in all."""
+        if not texts or any(not text.strip() for text in texts):
+            raise InvalidRequest("q must hold visible text")
+        if (chars := sum(len(text) for text in texts)) > (limit := self.settings.max_chars):
+            raise InvalidRequest(f"{chars} characters, the limit is {limit}")
+
+    def check(self, req: TranslateRequest, texts: list[str]) -> None:
+        """Every rule about the request as a whole, before any text is looked at closely."""
+        s = self.settings
+        self.check_texts(texts)
+        if req.alternatives > s.max_alternatives:
+            raise InvalidRequest(f"at most {s.max_alternatives} alternatives")
+        if self.beam_size(req) > s.max_beam_size:
+            raise InvalidRequest(f"beam_size is at most {s.max_beam_size}")
+        served = self.pairs.names
+        if not self.pairs.sources_into(req.target):
+            raise Unsupported(f"target {req.target!r} is not served; this server translates {served}")
+        if req.source != "auto" and not self.pairs.pair(req.source, req.target):
+            raise Unsupported(f"{req.source}->{req.target} is not supported; this server translates {served}")
+
+    def detect(self, q: str) -> list[tuple[str, float]]:
+        """/detect: the served languages, most likely first, with confidences in percent."""
+        text = clean_text(q)
+        self.check_texts([text])
+        return self.detector.detect(text)
+
+    def route(self, text: str, req: TranslateRequest) -> tuple[Pair | None, tuple[str, float] | None]:
+        """The pair that translates `text`, and what was detected. With "auto", text already in the target language
+        is given back as it is (pair None), as LibreTranslate does; otherwise the likeliest language that has a pair
+        into the target is taken."""
+        if req.source != "auto":
+            return self.pairs.pair(req.source, req.target), None
+        ranked = self.detector.detect(text)
+        if ranked[0][0] == req.target:
+            return None, ranked[0]
+        sources = self.pairs.sources_into(req.target)
+        language, confidence = next((lang, c) for lang, c in ranked if lang in sources)
+        return self.pairs.pair(language, req.target), (language, confidence)
+
+    def prepare(self, text: str, req: TranslateRequest) -> Text:
+        html = HtmlText(text) if req.format == "html" else None
+        visible = " ".join(html.texts) if html else text
+        pair, detected = self.route(visible, req) if visible.strip() else (None, None)
+        segments = html.texts if html else [text]
+        language = pair.source if pair else req.target
+        return Text(text, pair, detected, html, [split_sentences(segment, language) for segment in segments])
+
+    async def translate(self, req: TranslateRequest) -> TranslateResponse:
+        texts = [clean_text(text) for text in ([req.q] if isinstance(req.q, str) else req.q)]
+        self.check(req, texts)
+        prepared = [self.prepare(text, req) for text in texts]
+        limit = min(self.settings.max_sentences, self.settings.max_queue)  # more than a queue holds never fits
+        if (count := sum(len(text.sentences) for text in prepared)) > limit:
+            raise InvalidRequest(f"{count} sentences, the limit is {limit}")
+        by_pair: dict[str, list[Text]] = {}
+        for text in prepared:
+            if text.pair and text.sentences:
+                by_pair.setdefault(text.pair.name, []).append(text)
+        ids = {}
+        for name, group in by_pair.items():
+            pair = group[0].pair
+            ids[name] = pair.source_ids([s for t in group for s in t.sentences])
+        opts = self.search_options(req)
+        self.check_sizes([x for pair_ids in ids.values() for x in pair_ids], opts)
+        await asyncio.gather(*(self.submit(group, ids[name], opts) for name, group in by_pair.items()))
+        return self.answer(req, prepared)
+
+    def check_sizes(self, sentences: list[list[int]], opts: SearchOptions) -> None:
+        """No sentence longer than max_sentence_tokens, and at most max_request_work decoder rows x steps in all, so
+        that one request cannot hold the engine (and its memory) for long: beam size x the longest translation
+        allowed, summed over the sentences."""
+        s = self.settings
+        if not sentences:
+            return
+        if (longest := max(len(x) for x in sentences)) > s.max_sentence_tokens:
+            limit = s.max_sentence_tokens
+            raise InvalidRequest(f"a sentence of {longest} tokens, the limit is {limit}")
+        if (work := opts.beam_size * sum(opts.longest(len(x)) for x in sentences)) > s.max_request_work:
+            raise InvalidRequest(
+                f"{len(sentences)} sentences with beam size {opts.beam_size} may take {work} decoder row-steps, the "
+                f"limit is {s.max_request_work}; send fewer sentences or a smaller beam"
+            )
+
+    async def submit(self, texts: list[Text], ids: list[list[int]], opts: SearchOptions) -> None:
+        """Translate the sentences of texts routed to one pair (`ids`, in order), in one submission to the engine."""
+        pair = texts[0].pair
+        hyps = await self.engine.translate(pair.name, ids, opts)
+        nbest = [pair.tokenizer.decode([nth(h, k).tokens for h in hyps]) for k in range(opts.n_best)]
+        offset = 0
+        for text in texts:
+            count = len(text.sentences)
+            text.translations = [alternative[offset : offset + count] for alternative in nbest]
+            offset += count
+
+    def answer(self, req: TranslateRequest, texts: list[Text]) -> TranslateResponse:
+        """LibreTranslate's response: translatedText shaped like q, alternatives when asked, detectedLanguage with
+        "auto"."""
+        single = isinstance(req.q, str)
+        rendered = [[text.render(k) for k in range(req.alternatives + 1)] for text in texts]
+        answer = TranslateResponse(translatedText=rendered[0][0] if single else [r[0] for r in rendered])
+        if req.alternatives:
+            answer.alternatives = rendered[0][1:] if single else [r[1:] for r in rendered]
+        if req.source == "auto":
+            detected = [
+                DetectedLanguage(confidence=round(text.detected[1], 1), language=text.detected[0]) if text.detected
+                else DetectedLanguage(confidence=0.0, language=req.target)
+                for text in texts
+            ]
+            answer.detectedLanguage = detected[0] if single else detected
+        return answer
+
+
+def nth(hyps: list[Hypothesis], k: int) -> Hypothesis:
+    """The k-th best hypothesis; a sentence with fewer repeats its last one."""
+    return hyps[min(k, len(hyps) - 1)]

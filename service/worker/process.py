@@ -1,0 +1,23 @@
+"""An HTTP worker process of `python -m service`: the app in front of a RemoteEngine, served by uvicorn on the
+listening socket that every worker shares. Started by the supervisor (service.supervisor) with run()."""
+
+from __future__ import annotations
+
+import socket
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from service.processes import end_with_parent, setup_logging
+from service.settings import Settings
+from service.worker.app import create_app
+from service.worker.remote import RemoteEngine
+from service.worker.server import DrainingServer
+
+
+def run(
+    settings: Settings, listener: socket.socket, folder: str, address: str, lifeline: Connection, parent: int
+) -> None:
+    end_with_parent(parent)
+    setup_logging(settings)
+    app = create_app(settings, RemoteEngine(address, lifeline), main_pid=parent, shared=Path(folder))
+    DrainingServer.for_app(app, settings).run(sockets=[listener])

@@ -1,0 +1,1 @@
+"""The routes of the HTTP worker, one module per concern."""

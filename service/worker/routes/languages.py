@@ -1,0 +1,53 @@
+"""What the server offers, as LibreTranslate's clients and front end ask for it: /languages, /frontend/settings,
+and /suggest (suggestions are not collected)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from service.worker.dependencies import ServingPipeline, state
+from service.worker.errors import Forbidden
+from service.worker.files import FORMATS
+from service.worker.schemas import ErrorBody, FrontendLanguages, FrontendSettings, Language, LanguageRef
+
+LANGUAGE_NAMES = {
+    "en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish", "it": "Italian",
+    "nl": "Dutch", "pt": "Portuguese", "pl": "Polish", "ru": "Russian", "zh": "Chinese", "ja": "Japanese",
+}
+FRONTEND_TIMEOUT_MS = 500  # how long LibreTranslate's front end waits after typing before it translates
+
+router = APIRouter()
+
+
+def language(code: str) -> LanguageRef:
+    return LanguageRef(code=code, name=LANGUAGE_NAMES.get(code, code))
+
+
+@router.get("/languages", response_model=list[Language])
+async def languages(p: ServingPipeline) -> list[Language]:
+    """Every language served, with the languages it translates into (LibreTranslate's shape)."""
+    return [Language(code=code, name=language(code).name, targets=p.pairs.targets_of(code))
+            for code in p.pairs.languages]
+
+
+@router.get("/frontend/settings", response_model=FrontendSettings)
+async def frontend_settings(request: Request, p: ServingPipeline) -> FrontendSettings:
+    """What LibreTranslate's front end asks a server for."""
+    s = state(request).settings
+    first = next(iter(p.pairs.pairs.values()))
+    return FrontendSettings(
+        charLimit=s.max_chars,
+        frontendTimeout=FRONTEND_TIMEOUT_MS,
+        apiKeys=bool(s.api_keys),
+        keyRequired=bool(s.api_keys),
+        suggestions=False,
+        filesTranslation=True,
+        supportedFilesFormat=list(FORMATS),
+        language=FrontendLanguages(source=language(first.source), target=language(first.target)),
+    )
+
+
+@router.post("/suggest", responses={403: {"model": ErrorBody}})
+async def suggest() -> None:
+    """Suggestions of better translations are not collected by this server (LibreTranslate's answer)."""
+    raise Forbidden("Suggestions are disabled on this server.")

@@ -1,0 +1,32 @@
+"""For the operators: /health (the process lives), /ready (every model warm, not shutting down), /metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from service.worker.dependencies import PipelineNow, state
+from service.worker.schemas import ErrorBody, HealthBody, ReadyBody, ServedModel
+
+router = APIRouter()
+
+
+@router.get("/health", response_model=HealthBody)
+async def health() -> HealthBody:
+    """The process is alive."""
+    return HealthBody(status="ok")
+
+
+@router.get("/ready", response_model=ReadyBody, responses={503: {"model": ErrorBody}})
+async def ready(p: PipelineNow) -> ReadyBody:
+    """Every model is loaded and warm, and the server is not shutting down."""
+    models = [ServedModel(model=pair.name, provider=pair.info.provider, precision=pair.info.precision)
+              for pair in p.pairs.pairs.values()]
+    return ReadyBody(status="ready", models=models)
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    """Prometheus metrics."""
+    return Response(state(request).metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

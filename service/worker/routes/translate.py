@@ -1,0 +1,41 @@
+"""POST /translate and POST /detect (LibreTranslate's): parameters as JSON, form data or query string."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel
+
+from service.worker.dependencies import Params, ServingPipeline, unless_disconnected, validated
+from service.worker.schemas import DetectedLanguage, DetectRequest, ErrorBody, TranslateRequest, TranslateResponse
+
+ERRORS = {
+    400: {"model": ErrorBody, "description": "unreadable or invalid input, a pair not served, over a limit"},
+    403: {"model": ErrorBody, "description": "a missing or wrong API key, when keys are set"},
+    413: {"model": ErrorBody, "description": "a body over TRANSLATOR_MAX_BODY_BYTES"},
+    503: {"model": ErrorBody, "description": "the queue is full, the models are loading or the server is shutting "
+          "down (Retry-After)"},
+}
+router = APIRouter(responses=ERRORS)
+
+
+def body_schema(model: type[BaseModel]) -> dict:
+    """OpenAPI's description of a body read by service.worker.params (JSON or form), which FastAPI cannot infer."""
+    schema = {"schema": model.model_json_schema()}
+    content = {"application/json": schema, "application/x-www-form-urlencoded": schema}
+    return {"requestBody": {"content": content, "required": True}}
+
+
+@router.post("/translate", response_model=TranslateResponse, response_model_exclude_none=True,
+             openapi_extra=body_schema(TranslateRequest))
+async def translate(
+    request: Request, p: ServingPipeline, values: Params
+) -> TranslateResponse:
+    """Translate q from source to target (LibreTranslate's API); parameters as JSON, form or query string."""
+    return await unless_disconnected(request, p.translate(validated(TranslateRequest, values)))
+
+
+@router.post("/detect", response_model=list[DetectedLanguage], openapi_extra=body_schema(DetectRequest))
+async def detect(p: ServingPipeline, values: Params) -> list[DetectedLanguage]:
+    """The languages served, most likely first, with confidences in percent (LibreTranslate's /detect)."""
+    req = validated(DetectRequest, values)
+    return [DetectedLanguage(confidence=round(confidence, 1), language=code) for code, confidence in p.detect(req.q)]
