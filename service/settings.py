@@ -76,7 +76,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         1 << 20, ge=1, description="bytes of one request body; a larger one gets 413 before it is read"
     )
-    max_sentences: int = Field(64, ge=1, description="sentences in one request, after splitting")
+    max_sentences: int = Field(
+        64, ge=1, description="sentences of one request submitted to the engine at once; a request with more is "
+        "submitted in turns, never refused for its count"
+    )
     max_sentence_tokens: int = Field(250, ge=1, description="source tokens of one sentence")
     beam_size: int = Field(1, ge=1, description="default beam size (1: greedy)")
     max_beam_size: int = Field(8, ge=1, description="largest `beam_size` a request may ask for")
@@ -99,7 +102,8 @@ class Settings(BaseSettings):
         "`Retry-After`, and the process exits 0 (the compose files' `stop_grace_period` is 30 s)"
     )
     cors_origins: Annotated[list[str], NoDecode] = Field(
-        [], description="comma-separated origins whose pages may call the API (`*` for any); empty: no CORS headers"
+        ["*"], description="comma-separated origins whose pages may call the API; `*`: any, as LibreTranslate "
+        "answers; empty: no CORS headers"
     )
     api_keys: Annotated[list[str], NoDecode] = Field(
         [], description="comma-separated API keys; empty: no key needed"
@@ -143,6 +147,8 @@ def shown_default(name: str, field: FieldInfo) -> str:
         return f"`{str(value).lower()}`"
     if isinstance(value, float):
         return f"`{value:g}`"
+    if isinstance(value, list):
+        return f"`{','.join(value)}`"
     return f"`{value}`"
 
 

@@ -171,6 +171,11 @@ def test_page_translates_with_the_languages_the_service_serves(
     names = {language["code"]: language["name"] for language in languages}
     sources = [language for language in languages if language["targets"]]
     source, target = page.get_by_label("From"), page.get_by_label("To")
+    # it starts where /frontend/settings says, as LibreTranslate's page does: from auto into a language English is
+    # translated into, so that English typed in is translated, not given back
+    start = httpx.get(service.url + "/frontend/settings").json()["language"]
+    assert (source.input_value(), target.input_value()) == (start["source"]["code"], start["target"]["code"])
+    assert source.input_value() == "auto" and target.input_value() != "en"
     assert options_of(source) == [("auto", "Detect language")] + [(s["code"], s["name"]) for s in sources]
     every_target = list(dict.fromkeys(code for language in languages for code in language["targets"]))
     assert options_of(target) == [(code, names[code]) for code in every_target]
@@ -184,7 +189,7 @@ def test_page_translates_with_the_languages_the_service_serves(
     translate.click()
     expect(output).not_to_be_empty()
     expected = api_translate(service, q=sentence, source="auto", target=target.input_value(), alternatives=0)
-    assert output.text_content() == expected["translatedText"]
+    assert output.text_content() == expected["translatedText"] != sentence
     detected, shown = expected["detectedLanguage"], page.get_by_text("Detected:")
     expect(shown).to_have_text(re.compile(rf"^Detected: {names[detected['language']]} \(([\d.]+)% confidence\)$"))
     confidence = re.search(r"([\d.]+)%", shown.text_content()).group(1)

@@ -97,9 +97,20 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=RETRY_AFTER if status == 503 else None)
 
 
+NOT_A_NUMBER = {"int_parsing", "int_type", "int_from_float"}
+
+
 def describe(errors: list[dict]) -> str:
-    """'q: Input should be a valid string; ...' from pydantic's errors."""
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['msg']}" for e in errors)
+    """What is wrong, from pydantic's errors: LibreTranslate's words for a missing parameter or one that is not a
+    number ("missing q parameter", "alternatives parameter is not a number"), else 'q: Input should be ...; ...'."""
+    names = [".".join(str(p) for p in e["loc"] if p != "body") or "body" for e in errors]
+    for name, e in zip(names, errors):
+        if e["type"] == "missing":
+            return f"missing {name} parameter"
+    for name, e in zip(names, errors):
+        if e["type"] in NOT_A_NUMBER:
+            return f"{name} parameter is not a number"
+    return "; ".join(f"{name}: {e['msg']}" for name, e in zip(names, errors))
 
 
 def install(app: FastAPI) -> None:

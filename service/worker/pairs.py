@@ -11,6 +11,16 @@ from core.tokenizer import AnyTokenizer, load_tokenizer
 from core.translate import source_ids
 from service.protocol import PairInfo
 
+LANGUAGE_NAMES = {
+    "en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish", "it": "Italian",
+    "nl": "Dutch", "pt": "Portuguese", "pl": "Polish", "ru": "Russian", "zh": "Chinese", "ja": "Japanese",
+}
+
+
+def language_name(code: str) -> str:
+    """A language's English name, as LibreTranslate's /languages gives it; the code where we know none."""
+    return LANGUAGE_NAMES.get(code, code)
+
 
 @dataclass
 class Pair:
@@ -59,7 +69,9 @@ class Pairs:
         return sorted(source for source, t in self.pairs if t == target)
 
     def targets_of(self, source: str) -> list[str]:
-        return sorted(target for s, target in self.pairs if s == source)
+        """The languages `source` translates into: its pairs', and itself (given back as it is), as LibreTranslate
+        lists them."""
+        return sorted({source, *(target for s, target in self.pairs if s == source)})
 
     @property
     def languages(self) -> list[str]:

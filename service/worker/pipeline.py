@@ -18,10 +18,12 @@ from service.settings import Settings
 from service.worker.detect import LanguageDetector
 from service.worker.errors import InvalidRequest, Unsupported
 from service.worker.html import HtmlText
-from service.worker.pairs import Pair, Pairs
+from service.worker.pairs import Pair, Pairs, language_name
 from service.worker.params import clean_text
 from service.worker.schemas import DetectedLanguage, TranslateRequest, TranslateResponse
 from service.worker.text import join_translations, sentences_of, split_sentences
+
+NOTHING_DETECTED = ("en", 0.0)  # LibreTranslate's detection of text with nothing to detect
 
 
 @dataclass
@@ -73,9 +75,7 @@ class Pipeline:
         )
 
     def check_texts(self, texts: list[str]) -> None:
-        """q's cleaned texts: each with visible text, max_chars in all."""
-        if not texts or any(not text.strip() for text in texts):
-            raise InvalidRequest("q must hold visible text")
+        """At most max_chars characters in all."""
         if (chars := sum(len(text) for text in texts)) > (limit := self.settings.max_chars):
             raise InvalidRequest(f"{chars} characters, the limit is {limit}")
 
@@ -84,38 +84,57 @@ class Pipeline:
         s = self.settings
         self.check_texts(texts)
         if req.alternatives > s.max_alternatives:
-            raise InvalidRequest(f"at most {s.max_alternatives} alternatives")
+            raise InvalidRequest(f"alternatives parameter must be <= {s.max_alternatives}")
         if self.beam_size(req) > s.max_beam_size:
             raise InvalidRequest(f"beam_size is at most {s.max_beam_size}")
-        served = self.pairs.names
-        if not self.pairs.sources_into(req.target):
-            raise Unsupported(f"target {req.target!r} is not served; this server translates {served}")
-        if req.source != "auto" and not self.pairs.pair(req.source, req.target):
-            raise Unsupported(f"{req.source}->{req.target} is not supported; this server translates {served}")
+        languages = self.pairs.languages  # each also translates into itself, as in LibreTranslate
+        if req.source != "auto" and req.source not in languages:
+            raise Unsupported(f"{req.source} is not supported")
+        if req.target not in languages:
+            raise Unsupported(f"{req.target} is not supported")
+        if req.source not in ("auto", req.target) and not self.pairs.pair(req.source, req.target):
+            raise Unsupported(self.not_available(req.source, req.target))
 
-    def detect(self, q: str) -> list[tuple[str, float]]:
-        """/detect: the served languages, most likely first, with confidences in percent."""
-        text = clean_text(q)
-        self.check_texts([text])
-        return self.detector.detect(text)
+    def not_available(self, source: str, target: str) -> str:
+        """LibreTranslate's words for two languages served, but not as a pair."""
+        return (f"{language_name(target)} ({target}) is not available as a target language from "
+                f"{language_name(source)} ({source})")
+
+    def detect(self, q: str | list[str]) -> list[tuple[str, float]]:
+        """/detect: the served languages, most likely first, with confidences in percent. For a list, each text's
+        confidences weighed by its length, as LibreTranslate does; text with nothing to detect (blank, emoji,
+        digits) counts for nothing, and with nothing at all LibreTranslate's answer: English, confidence 0."""
+        texts = [clean_text(text) for text in ([q] if isinstance(q, str) else q)]
+        self.check_texts(texts)
+        weighed: dict[str, float] = {}
+        total = 0
+        for text in filter(translatable, texts):
+            total += len(text)
+            for language, confidence in self.detector.detect(text):
+                weighed[language] = weighed.get(language, 0.0) + confidence * len(text)
+        if not total:
+            return [NOTHING_DETECTED]
+        return sorted(((language, w / total) for language, w in weighed.items()), key=lambda lc: -lc[1])
 
     def route(self, text: str, req: TranslateRequest) -> tuple[Pair | None, tuple[str, float] | None]:
-        """The pair that translates `text`, and what was detected. With "auto", text already in the target language
-        is given back as it is (pair None), as LibreTranslate does; otherwise the likeliest language that has a pair
-        into the target is taken."""
+        """The pair that translates `text`, and what was detected. Text in the target language is given back as it
+        is (pair None), as LibreTranslate does: with "auto", when it is detected so, or when source is the target.
+        Otherwise with "auto", the likeliest language that has a pair into the target is taken."""
         if req.source != "auto":
             return self.pairs.pair(req.source, req.target), None
         ranked = self.detector.detect(text)
         if ranked[0][0] == req.target:
             return None, ranked[0]
         sources = self.pairs.sources_into(req.target)
-        language, confidence = next((lang, c) for lang, c in ranked if lang in sources)
-        return self.pairs.pair(language, req.target), (language, confidence)
+        found = next(((language, c) for language, c in ranked if language in sources), None)
+        if found is None:
+            raise Unsupported(self.not_available(ranked[0][0], req.target))
+        return self.pairs.pair(found[0], req.target), found
 
     def prepare(self, text: str, req: TranslateRequest) -> Text:
         html = HtmlText(text) if req.format == "html" else None
         visible = " ".join(html.texts) if html else text
-        pair, detected = self.route(visible, req) if visible.strip() else (None, None)
+        pair, detected = self.route(visible, req) if translatable(visible) else (None, None)
         segments = html.texts if html else [text]
         language = pair.source if pair else req.target
         return Text(text, pair, detected, html, [split_sentences(segment, language) for segment in segments])
@@ -124,9 +143,6 @@ class Pipeline:
         texts = [clean_text(text) for text in ([req.q] if isinstance(req.q, str) else req.q)]
         self.check(req, texts)
         prepared = [self.prepare(text, req) for text in texts]
-        limit = min(self.settings.max_sentences, self.settings.max_queue)  # more than a queue holds never fits
-        if (count := sum(len(text.sentences) for text in prepared)) > limit:
-            raise InvalidRequest(f"{count} sentences, the limit is {limit}")
         by_pair: dict[str, list[Text]] = {}
         for text in prepared:
             if text.pair and text.sentences:
@@ -157,9 +173,12 @@ class Pipeline:
             )
 
     async def submit(self, texts: list[Text], ids: list[list[int]], opts: SearchOptions) -> None:
-        """Translate the sentences of texts routed to one pair (`ids`, in order), in one submission to the engine."""
-        pair = texts[0].pair
-        hyps = await self.engine.translate(pair.name, ids, opts)
+        """Translate the sentences of texts routed to one pair (`ids`, in order): max_sentences at a time, so that
+        a long text is never refused for a count of sentences its client cannot see."""
+        pair, step = texts[0].pair, self.settings.max_sentences
+        hyps = []
+        for begin in range(0, len(ids), step):
+            hyps += await self.engine.translate(pair.name, ids[begin : begin + step], opts)
         nbest = [pair.tokenizer.decode([nth(h, k).tokens for h in hyps]) for k in range(opts.n_best)]
         offset = 0
         for text in texts:
@@ -178,11 +197,17 @@ class Pipeline:
         if req.source == "auto":
             detected = [
                 DetectedLanguage(confidence=round(text.detected[1], 1), language=text.detected[0]) if text.detected
-                else DetectedLanguage(confidence=0.0, language=req.target)
+                else DetectedLanguage(confidence=NOTHING_DETECTED[1], language=NOTHING_DETECTED[0])
                 for text in texts
             ]
             answer.detectedLanguage = detected[0] if single else detected
         return answer
+
+
+def translatable(text: str) -> bool:
+    """Whether a text has anything to translate: a letter, in any script. Blank text, emoji, digits, punctuation and
+    symbols alone are given back as they are (LibreTranslate gives back emoji-only text)."""
+    return any(char.isalpha() for char in text)
 
 
 def nth(hyps: list[Hypothesis], k: int) -> Hypothesis:

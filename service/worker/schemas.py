@@ -2,19 +2,50 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictStr
+from pydantic_core import PydanticCustomError
+
+# --- reading parameters as LibreTranslate does (its app.py) -------------------------------------------------------
+
+
+def present(value: Any) -> Any:
+    """An empty q or target is a missing one ("Invalid request: missing q parameter")."""
+    if value is None or value == "" or value == []:
+        raise PydanticCustomError("missing", "Field required")
+    return value
+
+
+def lower_case(value: Any) -> Any:
+    """Language codes are read in lower case ("EN" is "en")."""
+    return value.lower() if isinstance(value, str) else value
+
+
+def or_default(default: str):
+    """An empty or null value is the default: format "" is "text"; source "" is "auto" (our default, see README)."""
+    return lambda value: default if value is None or value == "" else value
+
+
+def or_zero(value: Any) -> Any:
+    return 0 if value is None or value == "" else value
+
+
+Texts = Annotated[StrictStr | list[StrictStr], BeforeValidator(present)]
+Target = Annotated[StrictStr, BeforeValidator(present), BeforeValidator(lower_case)]
+Source = Annotated[StrictStr, BeforeValidator(or_default("auto")), BeforeValidator(lower_case)]
+Format = Annotated[Literal["text", "html"], BeforeValidator(or_default("text"))]
+Count = Annotated[int, BeforeValidator(or_zero), AfterValidator(lambda n: max(0, n))]  # -1 is 0, as LibreTranslate
 
 
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    q: StrictStr | list[StrictStr] = Field(description="text, or a list of texts, to translate")
-    source: StrictStr = Field("auto", description="source language code, or 'auto'")
-    target: StrictStr = Field(description="target language code")
-    format: Literal["text", "html"] = Field("text", description="'html': translate the text, keep the markup")
-    alternatives: int = Field(0, ge=0, description="how many alternative translations to return")
+    q: Texts = Field(description="text, or a list of texts, to translate")
+    source: Source = Field("auto", description="source language code, or 'auto'")
+    target: Target = Field(description="target language code")
+    format: Format = Field("text", description="'html': translate the text, keep the markup")
+    alternatives: Count = Field(0, description="how many alternative translations to return")
     api_key: StrictStr | None = Field(None, description="required when the server has API keys")
     beam_size: int | None = Field(None, ge=1, description="extension: beam size (1 is greedy)")
     max_length: int | None = Field(None, ge=1, description="extension: most tokens of one translated sentence")
@@ -23,7 +54,7 @@ class TranslateRequest(BaseModel):
 class DetectRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    q: StrictStr = Field(description="text whose language to detect")
+    q: Texts = Field(description="text, or a list of texts, whose language to detect")
     api_key: StrictStr | None = Field(None, description="required when the server has API keys")
 
 
@@ -32,8 +63,8 @@ class FileRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    source: StrictStr = Field("auto", description="source language code, or 'auto'")
-    target: StrictStr = Field(description="target language code")
+    source: Source = Field("auto", description="source language code, or 'auto'")
+    target: Target = Field(description="target language code")
     api_key: StrictStr | None = Field(None, description="required when the server has API keys")
 
 

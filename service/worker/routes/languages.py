@@ -8,19 +8,17 @@ from fastapi import APIRouter, Request
 from service.worker.dependencies import ServingPipeline, state
 from service.worker.errors import Forbidden
 from service.worker.files import FORMATS
+from service.worker.pairs import Pairs, language_name
 from service.worker.schemas import ErrorBody, FrontendLanguages, FrontendSettings, Language, LanguageRef
 
-LANGUAGE_NAMES = {
-    "en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish", "it": "Italian",
-    "nl": "Dutch", "pt": "Portuguese", "pl": "Polish", "ru": "Russian", "zh": "Chinese", "ja": "Japanese",
-}
 FRONTEND_TIMEOUT_MS = 500  # how long LibreTranslate's front end waits after typing before it translates
+AUTO_NAME = "Auto Detect"  # LibreTranslate's name of the source "auto"
 
 router = APIRouter()
 
 
 def language(code: str) -> LanguageRef:
-    return LanguageRef(code=code, name=LANGUAGE_NAMES.get(code, code))
+    return LanguageRef(code=code, name=AUTO_NAME if code == "auto" else language_name(code))
 
 
 @router.get("/languages", response_model=list[Language])
@@ -34,7 +32,6 @@ async def languages(p: ServingPipeline) -> list[Language]:
 async def frontend_settings(request: Request, p: ServingPipeline) -> FrontendSettings:
     """What LibreTranslate's front end asks a server for."""
     s = state(request).settings
-    first = next(iter(p.pairs.pairs.values()))
     return FrontendSettings(
         charLimit=s.max_chars,
         frontendTimeout=FRONTEND_TIMEOUT_MS,
@@ -43,8 +40,15 @@ async def frontend_settings(request: Request, p: ServingPipeline) -> FrontendSet
         suggestions=False,
         filesTranslation=True,
         supportedFilesFormat=list(FORMATS),
-        language=FrontendLanguages(source=language(first.source), target=language(first.target)),
+        language=FrontendLanguages(source=language("auto"), target=language(first_target(p.pairs))),
     )
+
+
+def first_target(pairs: Pairs) -> str:
+    """Where the page starts, from "auto": into what English translates, where a pair from English is served (the
+    text typed in is most often English), else the first pair's target."""
+    english = [target for source, target in pairs.pairs if source == "en"]
+    return english[0] if english else next(iter(pairs.pairs))[1]
 
 
 @router.post("/suggest", responses={403: {"model": ErrorBody}})

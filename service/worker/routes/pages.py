@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 STATIC = Path(__file__).parents[1] / "static"
@@ -24,6 +24,12 @@ router.mount(DOCS_ASSETS, StaticFiles(packages=[("fastapi_offline", "static")]),
 @router.get("/")
 async def page() -> FileResponse:
     return FileResponse(STATIC / "index.html")
+
+
+@router.get("/spec")
+async def spec(request: Request) -> JSONResponse:
+    """The OpenAPI document, where LibreTranslate serves its own (the same as /openapi.json)."""
+    return JSONResponse(request.app.openapi())
 
 
 @router.get("/docs")

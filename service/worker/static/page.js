@@ -68,9 +68,12 @@ function updateSwap() {
   swap.disabled = !targetsOf(target.value).includes(source.value);
 }
 
+// The languages, and where to start: the source and target that /frontend/settings names (as LibreTranslate's page
+// starts): "auto" into a language that text typed in is most likely not already in.
 async function loadLanguages() {
+  let start;
   try {
-    languages = await callApi("languages");
+    [languages, start] = await Promise.all([callApi("languages"), callApi("frontend/settings")]);
   } catch (failure) {
     showError(`Cannot load the languages: ${failure.message}`);
     if (failure.status === 503) setTimeout(loadLanguages, 1000); // the model is still loading
@@ -78,8 +81,9 @@ async function loadLanguages() {
   }
   showError("");
   const sources = languages.filter((language) => language.targets.length > 0);
-  fillSelect(source, [[AUTO, "Detect language"], ...sources.map((language) => [language.code, language.name])], AUTO);
-  showTargets();
+  const options = [[AUTO, "Detect language"], ...sources.map((language) => [language.code, language.name])];
+  fillSelect(source, options, start.language.source.code);
+  showTargets(start.language.target.code);
   translateButton.disabled = false;
 }
 
