@@ -1,8 +1,9 @@
 """The model folder's format, defined once: what `python -m export` writes and every reader loads.
 
     models/en-de/
-        config.json       FolderConfig below: the pair, the model's dimensions and special ids, the files
-        spm.model         the tokenizer (core.tokenizer), or Marian's source.spm, target.spm and vocab.json
+        config.json       FolderConfig below: the pairs, the model's dimensions and special ids, the files
+        spm.model         the tokenizer (core.tokenizer), or Marian's source.spm, target.spm and vocab.json, or
+                          fairseq's sentencepiece.bpe.model (NLLB-200; and vocab.json: M2M100)
         encoder.onnx ...  one encoder and one decoder graph per precision
         model.pt          the PyTorch weights (training, evaluation and export read it; serving does not)
 
@@ -60,7 +61,10 @@ class ModelConfig:
     max_len: int = 512  # longest sequence the positional table covers
     pre_norm: bool = False  # False: post-LN as in the paper; True: pre-LN (Xiong et al., 2020)
     activation: str = "relu"  # of the feed-forward layers: "relu" as in the paper, "gelu", or "silu" (swish)
-    position_layout: str = "interleaved"  # of the sinusoids: "interleaved" as in the paper, "concatenated" (Marian)
+    # of the sinusoids (model.transformer.sinusoidal_positions): "interleaved" as in the paper, "concatenated"
+    # (Marian), "fairseq" (M2M100, NLLB-200); or "table": the model's own table, a weight of its model.pt (a
+    # converted CTranslate2 model: model.ctranslate2_model)
+    position_layout: str = "interleaved"
     output_bias: bool = False  # a constant added to the logits (Marian's final_logits_bias, with its bans)
     pad_id: int = PAD_ID
     unk_id: int = UNK_ID
@@ -72,6 +76,14 @@ class ModelConfig:
     # A Marian model that translates into several languages reads the token of the one wanted (">>fra<<") before
     # every source: the id of that token for each target language served. Empty for a model of one target (ours).
     target_tokens: dict[str, int] = field(default_factory=dict)
+    # A many-to-many model (NLLB-200, M2M100) has a token per language: a source starts with its language's, and
+    # decoding is forced to begin with the target's (forced_token). The id of each language served; src_lang and
+    # tgt_lang are then "mul". Empty for other models.
+    language_tokens: dict[str, int] = field(default_factory=dict)
+    # Whether sources start with bos_id and end with eos_id: a converted CTranslate2 model says so (add_source_bos,
+    # add_source_eos); OpenNMT-py's, as Argos Translate's, read their sources without either.
+    source_bos: bool = False
+    source_eos: bool = True
 
     @property
     def d_head(self) -> int:
@@ -88,22 +100,52 @@ class ModelConfig:
     @property
     def targets(self) -> list[str]:
         """The languages it translates into."""
-        return list(self.target_tokens) or [self.tgt_lang]
+        return list(self.language_tokens or self.target_tokens) or [self.tgt_lang]
 
-    def source_ids(self, token_ids: list[list[int]], target: str | None = None) -> list[list[int]]:
-        """What the encoder reads: each sentence's token ids, cut to what the positions cover, and its </s>; after
-        the token of the target language (one of `targets`, by default the first) where the model has such tokens."""
-        target = target or self.targets[0]
-        if target not in self.targets:
-            raise ValueError(f"the model translates {self.src_lang} into {', '.join(self.targets)}, not {target!r}")
-        prefix = [self.target_tokens[target]] if self.target_tokens else []
-        return [[*prefix, *ids[: self.max_len - 1 - len(prefix)], self.eos_id] for ids in token_ids]
+    @property
+    def pairs(self) -> list[tuple[str, str]]:
+        """The (source, target) pairs it translates: every two of a many-to-many model's languages, else src_lang
+        into each of targets."""
+        if self.language_tokens:
+            return [(source, target) for source in self.language_tokens for target in self.language_tokens
+                    if source != target]
+        return [(self.src_lang, target) for target in self.targets]
+
+    def translates(self, source: str, target: str) -> bool:
+        """Whether (source, target) is one of `pairs` (without listing them: NLLB-200 has 40,602)."""
+        if self.language_tokens:
+            return source != target and source in self.language_tokens and target in self.language_tokens
+        return source == self.src_lang and target in self.targets
+
+    def source_ids(
+        self, token_ids: list[list[int]], source: str | None = None, target: str | None = None
+    ) -> list[list[int]]:
+        """What the encoder reads for a pair (by default src_lang into the first of targets): each sentence's token
+        ids, cut to what the positions cover, and its </s>; after the source language's token in a many-to-many
+        model, after the target language's in a multi-target Marian model; after <s> and without </s> where
+        source_bos and source_eos say so."""
+        source, target = source or self.src_lang, target or self.targets[0]
+        if not self.translates(source, target):
+            served = (f"between any two of {', '.join(self.language_tokens)}" if self.language_tokens
+                      else f"{self.src_lang} into {', '.join(self.targets)}")
+            raise ValueError(f"the model translates {served}, not {source} into {target}")
+        if self.language_tokens:
+            prefix = [self.language_tokens[source]]
+        else:
+            prefix = [self.target_tokens[target]] if self.target_tokens else []
+        prefix, suffix = [self.bos_id] * self.source_bos + prefix, [self.eos_id] * self.source_eos
+        return [[*prefix, *ids[: self.max_len - len(prefix) - len(suffix)], *suffix] for ids in token_ids]
+
+    def forced_token(self, target: str) -> int | None:
+        """The token that decoding is forced to begin with after bos_id (core.search.SearchOptions.forced_token): a
+        many-to-many model's target language token, as transformers' forced_bos_token_id; None for other models."""
+        return self.language_tokens[target] if self.language_tokens else None
 
 
 @dataclass
 class FolderConfig:
-    """config.json: the language pair (its name; a multi-target model's languages are ModelConfig.targets), the
-    model, and the folder's files."""
+    """config.json: the language pair (its name; the pairs of a multi-target or many-to-many model are
+    ModelConfig.pairs), the model, and the folder's files."""
 
     model: ModelConfig
     tokenizer: str | dict[str, str]  # core.tokenizer.Layout
@@ -126,8 +168,8 @@ class FolderConfig:
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
-        """The (source, target) pairs it serves: one, or one per target language of a multi-target model."""
-        return [(self.source_language, target) for target in self.model.targets]
+        """The (source, target) pairs it serves (ModelConfig.pairs)."""
+        return self.model.pairs
 
     def save(self, folder: Path) -> None:
         values = {"name": self.name, "source_language": self.source_language, "target_language": self.target_language}

@@ -4,6 +4,8 @@ A running batch (RunningBatch) decodes many sentences one step at a time, each w
 beam sentences of any beam size share every decoder step. A sentence may join before any step and leaves the
 batch at the step it ends, so a server refills the batch as it goes (iteration-level batching) rather than running
 each batch until its longest sentence. Offline, search() adds all sentences at once and steps until none is left.
+A sentence's first token may be forced (SearchOptions.forced_token: a many-to-many model's target language): the
+decoder's choice at its first step is replaced by that token, at log-probability 0.
 
 The decoder holds the caches of the batch's rows (a greedy sentence has one row, a beam sentence beam_size rows,
 next to each other) and offers three calls; its self-attention cache has cache_slots() slots per row:
@@ -42,7 +44,7 @@ class Decoder(Protocol):
 
 @dataclass
 class Hypothesis:
-    tokens: list[int]  # without <s> and </s>
+    tokens: list[int]  # without <s> and </s> (with the forced token, where there is one)
     score: float  # length-normalized log-probability (0.0 for greedy, which does not compute it)
 
 
@@ -54,6 +56,9 @@ class SearchOptions:
     max_length_ratio: float = 1.5  # a translation has at most ratio * source tokens + extra tokens
     max_length_extra: int = 10
     max_length: int = 256  # and never more than this
+    # the token decoding must begin with (ModelConfig.forced_token: a many-to-many model's target language), at
+    # log-probability 0, as transformers' ForcedBOSTokenLogitsProcessor makes it; None: the model's choice
+    forced_token: int | None = None
 
     def longest(self, source_length: int, cfg: ModelConfig | None = None) -> int:
         """The most tokens (</s> included) a translation of a source of this many tokens may have: the decoding
@@ -110,6 +115,7 @@ class RunningBatch:
         self.beam_sizes = np.zeros(0, dtype=np.int64)
         self.max_lengths = np.zeros(0, dtype=np.int64)  # SearchOptions.longest of its source
         self.steps = np.zeros(0, dtype=np.int64)  # tokens decoded so far; the next one is at position `steps`
+        self.forced = np.zeros(0, dtype=np.int64)  # SearchOptions.forced_token, -1 for none
         # per row
         self.tokens = np.zeros(0, dtype=np.int64)  # its last token, read at the next step
         self.scores = np.zeros(0, dtype=np.float64)  # its log-probability so far (beams only)
@@ -131,6 +137,8 @@ class RunningBatch:
         self.beam_sizes = np.concatenate([self.beam_sizes, beam_sizes])
         self.max_lengths = np.concatenate([self.max_lengths, max_lengths])
         self.steps = np.concatenate([self.steps, np.zeros(len(sources), dtype=np.int64)])
+        forced = [-1 if opts.forced_token is None else opts.forced_token for opts in options]
+        self.forced = np.concatenate([self.forced, np.array(forced, dtype=np.int64)])
         first = np.concatenate([[True] + [False] * (k - 1) for k in beam_sizes])  # at first all beams are the
         self.scores = np.concatenate([self.scores, np.where(first, 0.0, -np.inf)])  # same: only the first extends
         self.tokens = np.concatenate([self.tokens, np.full(len(first), self.cfg.bos_id, dtype=np.int64)])
@@ -150,7 +158,7 @@ class RunningBatch:
     def step(self) -> list[Sentence]:
         """Decode one token for every row; returns the sentences that ended at this step, which leave the batch."""
         widest = int(self.beam_sizes.max())
-        top_tokens, top_logp = self.decoder.step(self.tokens, 2 * widest if widest > 1 else 1)
+        top_tokens, top_logp = self._force(*self.decoder.step(self.tokens, 2 * widest if widest > 1 else 1))
         if widest == 1:
             return self._greedy_step(top_tokens[:, 0])
         starts = np.cumsum(self.beam_sizes) - self.beam_sizes  # each sentence's first row
@@ -177,6 +185,19 @@ class RunningBatch:
             self.history[np.arange(self.rows), np.repeat(self.steps - 1, self.beam_sizes)] = tokens
         return ended
 
+    def _force(self, top_tokens: np.ndarray, top_logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows' best next tokens, where a sentence at its first step has a forced token: that token alone, at
+        log-probability 0 (its other candidates -inf), in place of what the model prefers."""
+        starting = (self.steps == 0) & (self.forced >= 0)
+        if not starting.any():
+            return top_tokens, top_logp
+        rows = np.repeat(starting, self.beam_sizes)
+        top_tokens, top_logp = top_tokens.copy(), top_logp.copy()
+        top_tokens[rows] = np.repeat(self.forced[starting], self.beam_sizes[starting])[:, None]
+        top_logp[rows] = -np.inf
+        top_logp[rows, 0] = 0.0
+        return top_tokens, top_logp
+
     def _greedy_step(self, token: np.ndarray) -> list[Sentence]:
         """step() when every sentence is greedy (one row each): _greedy without the bookkeeping that sentences of
         several beam sizes need, which is most of a one-sentence batch's time outside ONNX Runtime."""
@@ -201,7 +222,7 @@ class RunningBatch:
         if left:
             self.sentences = [self.sentences[m] for m in sentences]
             self.beam_sizes, self.max_lengths = self.beam_sizes[sentences], self.max_lengths[sentences]
-            self.steps = self.steps[sentences]
+            self.steps, self.forced = self.steps[sentences], self.forced[sentences]
         self.tokens, self.scores, self.history = self.tokens[rows], self.scores[rows], self.history[rows]
 
     def _greedy(self, members, rows, top_tokens, top_logp):

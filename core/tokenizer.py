@@ -1,9 +1,15 @@
 """Tokenization: text to token ids and back; a model folder's config.json names its tokenizer (core.folder).
 
-Two layouts, config.json's "tokenizer":
+The layouts, config.json's "tokenizer":
     "spm.model"                                  one SentencePiece model and its own ids (our models)
     {"source": "source.spm", "target": "target.spm", "vocab": "vocab.json"}
                                                  Marian / OPUS-MT: SentencePiece pieces, ids of vocab.json
+    {"sentencepiece": "sentencepiece.bpe.model"} fairseq's NLLB-200: SentencePiece's ids moved up by fairseq's offset
+    {"sentencepiece": "sentencepiece.bpe.model", "vocab": "vocab.json"}
+                                                 fairseq's M2M100: SentencePiece pieces, ids of vocab.json
+    {"sentencepiece": "sentencepiece.model", "vocabulary": "vocabulary.json"}
+                                                 an Argos Translate package's: SentencePiece pieces, ids of its
+                                                 CTranslate2 vocabulary (model.argos)
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ import sentencepiece as spm
 
 SPM_FILE = "spm.model"
 MARIAN_FILES = {"source": "source.spm", "target": "target.spm", "vocab": "vocab.json"}
-Layout = str | dict[str, str]  # config.json's "tokenizer": SPM_FILE, or MARIAN_FILES
+FAIRSEQ_FILES = {"sentencepiece": "sentencepiece.bpe.model", "vocab": "vocab.json"}  # vocab.json: M2M100's alone
+ARGOS_FILES = {"sentencepiece": "sentencepiece.model", "vocabulary": "vocabulary.json"}  # ArgosTokenizer
+Layout = str | dict[str, str]  # config.json's "tokenizer": SPM_FILE, MARIAN_FILES, or FAIRSEQ_FILES (NLLB: less vocab)
 
 
 UPPER, TITLE = "upper", "title"
@@ -119,24 +127,98 @@ class MarianTokenizer:
         ]
 
 
+class FairseqTokenizer:
+    """fairseq's, as NLLB-200 and M2M100 have it: the pieces of one SentencePiece model as ids of fairseq's
+    dictionary, which begins <s> 0, <pad> 1, </s> 2, <unk> 3 and ends with the language tokens
+    (ModelConfig.language_tokens). The dictionary is vocab.json where the model has one (M2M100); else (NLLB-200) it
+    is the SentencePiece model's own order moved up by fairseq's offset: SentencePiece's <unk>, <s>, </s> are 0, 1, 2
+    and its pieces from 3 on, fairseq's from 4 on. As transformers' M2M100Tokenizer and NllbTokenizer do it."""
+
+    OFFSET = 1  # NLLB-200: SentencePiece's piece i is fairseq's i + 1
+    SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")  # fairseq's ids 0-3
+
+    def __init__(self, sentencepiece: str | Path, vocab: str | Path | None = None):
+        self.sp = spm.SentencePieceProcessor(model_file=str(sentencepiece))
+        self.unk_id = self.SPECIALS.index("<unk>")
+        self.ids: dict[str, int] = json.loads(Path(vocab).read_text(encoding="utf-8")) if vocab else {}
+        self.pieces = {i: piece for piece, i in self.ids.items() if piece not in self.SPECIALS}
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text, without special tokens; a piece the dictionary lacks is <unk>."""
+        if self.ids:
+            pieces = [self.sp.encode(text, out_type=str) for text in texts]
+            return [[self.ids.get(piece, self.unk_id) for piece in text_pieces] for text_pieces in pieces]
+        return [[i + self.OFFSET if i else self.unk_id for i in self.sp.encode(text)] for text in texts]
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        """Text of each id sequence; special and language tokens are dropped."""
+        if self.ids:
+            return [self.sp.decode([self.pieces[i] for i in sequence if i in self.pieces]).strip() for sequence in ids]
+        first, end = len(self.SPECIALS), self.sp.get_piece_size() + self.OFFSET  # the ids of pieces
+        return [self.sp.decode([i - self.OFFSET for i in sequence if first <= i < end]) for sequence in ids]
+
+
+class ArgosTokenizer:
+    """Argos Translate's: the pieces of a package's SentencePiece model as tokens of its CTranslate2 model's
+    vocabulary. vocabulary.json holds those tokens in id order ("tokens"), the id of the unknown token ("unk_id")
+    and the ids that decode drops ("special_ids": the unknown, start, end and padding tokens)."""
+
+    def __init__(self, sentencepiece: str | Path, vocabulary: str | Path):
+        self.sp = spm.SentencePieceProcessor(model_file=str(sentencepiece))
+        vocab = json.loads(Path(vocabulary).read_text(encoding="utf-8"))
+        self.tokens: list[str] = vocab["tokens"]
+        self.ids = {token: i for i, token in reversed(list(enumerate(self.tokens)))}  # a repeated token: its first id
+        self.unk_id: int = vocab["unk_id"]
+        self.special_ids = set(vocab["special_ids"])
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text, without special tokens: its pieces, as argostranslate's SentencePieceTokenizer
+        gives them to CTranslate2, each the id of that token (<unk>'s where the vocabulary lacks it)."""
+        return [[self.ids.get(piece, self.unk_id) for piece in self.sp.encode(text, out_type=str)] for text in texts]
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        """Text of each id sequence, as argostranslate's SentencePieceTokenizer decodes the pieces (any ▁ left
+        becomes a space), special tokens dropped: an unknown token, which CTranslate2 replaces with a source token
+        for Argos Translate (replace_unknowns), leaves nothing. argostranslate 1.10's replacing every _ with a space
+        is not done."""
+        return [
+            self.sp.decode_pieces([self.tokens[i] for i in sequence if i not in self.special_ids])
+            .replace("▁", " ")
+            .strip()
+            for sequence in ids
+        ]
+
+
 def find_layout(folder: Path) -> Layout:
-    """The tokenizer files in a folder: spm.model, or else Marian's three files."""
+    """The tokenizer files in a folder: spm.model, or else Marian's three files, or else fairseq's."""
     if (folder / SPM_FILE).is_file():
         return SPM_FILE
     if all((folder / name).is_file() for name in MARIAN_FILES.values()):
         return dict(MARIAN_FILES)
-    raise FileNotFoundError(f"no tokenizer in {folder}: neither {SPM_FILE} nor {', '.join(MARIAN_FILES.values())}")
+    if (folder / FAIRSEQ_FILES["sentencepiece"]).is_file():
+        return {part: name for part, name in FAIRSEQ_FILES.items() if (folder / name).is_file()}
+    if all((folder / name).is_file() for name in ARGOS_FILES.values()):
+        return dict(ARGOS_FILES)
+    raise FileNotFoundError(f"no tokenizer in {folder}: neither {SPM_FILE} nor {', '.join(MARIAN_FILES.values())} "
+                            f"nor {FAIRSEQ_FILES['sentencepiece']}")
 
 
 def layout_files(layout: Layout) -> list[str]:
     return [layout] if isinstance(layout, str) else list(layout.values())
 
 
-AnyTokenizer = Tokenizer | MarianTokenizer
+AnyTokenizer = Tokenizer | MarianTokenizer | FairseqTokenizer | ArgosTokenizer
 
 
 def load_tokenizer(folder: Path, layout: Layout, case_tags: bool = False) -> AnyTokenizer:
     """The tokenizer of a model folder, from config.json's "tokenizer" (and the model's case_tags)."""
     if isinstance(layout, str):
         return Tokenizer(folder / layout, case_tags)
-    return MarianTokenizer(**{part: folder / name for part, name in layout.items()})
+    files = {part: folder / name for part, name in layout.items()}
+    if "vocabulary" in layout:
+        return ArgosTokenizer(**files)
+    return MarianTokenizer(**files) if "source" in layout else FairseqTokenizer(**files)

@@ -8,6 +8,7 @@ texts into source ids, groups them by length into batches, and turns the hypothe
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,10 +26,16 @@ class Translation:
 
 
 def source_ids(
-    tokenizer: AnyTokenizer, cfg: ModelConfig, texts: list[str], target: str | None = None
+    tokenizer: AnyTokenizer, cfg: ModelConfig, texts: list[str], source: str | None = None, target: str | None = None
 ) -> list[list[int]]:
-    """Texts as the encoder reads them: tokenized, then ModelConfig.source_ids (</s>, and the target's token)."""
-    return cfg.source_ids(tokenizer.encode(texts), target)
+    """Texts as the encoder reads them: tokenized, then ModelConfig.source_ids (</s>, and a language's token)."""
+    return cfg.source_ids(tokenizer.encode(texts), source, target)
+
+
+def pair_options(cfg: ModelConfig, opts: SearchOptions, target: str | None) -> SearchOptions:
+    """opts for translating into `target`: decoding forced to begin with its language's token where the model has
+    such tokens (ModelConfig.forced_token)."""
+    return dataclasses.replace(opts, forced_token=cfg.forced_token(target) if target else None)
 
 
 def translate_texts(
@@ -38,11 +45,13 @@ def translate_texts(
     texts: list[str],
     opts: SearchOptions,
     batch_size: int = 64,
+    source: str | None = None,
     target: str | None = None,
 ) -> list[list[Translation]]:
-    """The n_best translations of each text into `target` (ModelConfig.source_ids), best first; sentences of
-    similar length share a batch."""
-    sources = source_ids(tokenizer, cfg, texts, target)
+    """The n_best translations of each text from `source` into `target` (ModelConfig.source_ids), best first;
+    sentences of similar length share a batch."""
+    sources = source_ids(tokenizer, cfg, texts, source, target)
+    opts = pair_options(cfg, opts, target)
     order = sorted(range(len(texts)), key=lambda i: len(sources[i]))
     results: list[list[Translation]] = [[] for _ in texts]
     for begin in range(0, len(order), batch_size):

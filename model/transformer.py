@@ -28,16 +28,24 @@ KVCache = list[tuple[Tensor, Tensor]]
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}
 
 
-def sinusoidal_positions(max_len: int, d_model: int, layout: str = "interleaved") -> Tensor:
+def sinusoidal_positions(max_len: int, d_model: int, layout: str = "interleaved", pad_id: int = 0) -> Tensor:
     """sin(pos / 10000^(2i/d_model)) and cos(pos / 10000^(2i/d_model)) for i < d_model/2, laid out
     interleaved (the paper): PE(pos, 2i) = sin, PE(pos, 2i+1) = cos,
-    or concatenated (Marian): PE(pos, i) = sin, PE(pos, d_model/2 + i) = cos."""
+    or concatenated (Marian): PE(pos, i) = sin, PE(pos, d_model/2 + i) = cos,
+    or as fairseq (M2M100, NLLB-200): concatenated, of the angles (pad_id + 1 + pos) / 10000^(i/(d_model/2 - 1)):
+    fairseq numbers positions from after its padding id, and spreads the frequencies over d_model/2 - 1 steps."""
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
-    angle = pos / 10000 ** (two_i / d_model)
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    if layout == "fairseq":
+        angle = (pad_id + 1 + pos) / 10000 ** (i / (d_model // 2 - 1))
+    else:
+        angle = pos / 10000 ** (2 * i / d_model)
     sin, cos = torch.sin(angle), torch.cos(angle)
-    layouts = {"interleaved": torch.stack([sin, cos], dim=-1).flatten(1), "concatenated": torch.cat([sin, cos], dim=-1)}
-    return layouts[layout].float()
+    if layout == "interleaved":
+        return torch.stack([sin, cos], dim=-1).flatten(1).float()
+    if layout in ("concatenated", "fairseq"):
+        return torch.cat([sin, cos], dim=-1).float()
+    raise ValueError(f"unknown position_layout {layout!r}")
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -190,8 +198,11 @@ class Transformer(nn.Module):
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
         nn.init.normal_(self.embed.weight, mean=0.0, std=cfg.d_model**-0.5)
-        positions = sinusoidal_positions(cfg.max_len, cfg.d_model, cfg.position_layout)
-        self.register_buffer("positions", positions, persistent=False)
+        if cfg.position_layout == "table":  # the model's own positions, loaded with its weights
+            self.register_buffer("positions", torch.zeros(cfg.max_len, cfg.d_model))
+        else:
+            positions = sinusoidal_positions(cfg.max_len, cfg.d_model, cfg.position_layout, cfg.pad_id)
+            self.register_buffer("positions", positions, persistent=False)
         self.dropout = nn.Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_layers))

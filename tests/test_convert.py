@@ -408,20 +408,21 @@ def test_a_multi_target_model_serves_each_target_with_its_token(
     expected = {}
     for target, token in (("de", ">>deu<<"), ("fr", ">>fra<<")):
         prefixed = [f"{token} {text}" for text in TEXTS]
-        sources = translator.encode_texts(TEXTS, target)
+        sources = translator.encode_texts(TEXTS, target=target)
         assert sources == [hf_tokenizer(text)["input_ids"] for text in prefixed]
         assert {ids[0] for ids in sources} == {hf_tokenizer.convert_tokens_to_ids(token)}
         generated = marian_translations(marian, hf_tokenizer, prefixed, num_beams=1, forced_eos_token_id=None)
         assert [hyps[0].tokens for hyps in translator.translate_ids(sources, opts).hypotheses] == generated
         expected[target] = [t[0].text for t in translator.translate(TEXTS, SearchOptions(), target=target)]
     assert expected["de"] != expected["fr"], "the language token should change the translations"
-    with pytest.raises(ValueError, match="translates en into de, fr, not 'es'"):
-        translator.encode_texts(TEXTS, "es")
+    with pytest.raises(ValueError, match="translates en into de, fr, not en into es"):
+        translator.encode_texts(TEXTS, target="es")
 
     log = tmp_path_factory.mktemp("multi-target") / "service.log"
     with running_service(out, log, threads=1, log_level="warning") as service:
         languages = httpx.get(service.url + "/languages", timeout=TIMEOUT).json()
-        assert {x["code"]: x["targets"] for x in languages} == {"en": ["de", "fr"], "de": [], "fr": []}
+        # each language also "into itself" (given back as it is), as LibreTranslate lists them
+        assert {x["code"]: x["targets"] for x in languages} == {"en": ["de", "en", "fr"], "de": ["de"], "fr": ["fr"]}
         for target in ("de", "fr"):
             response = httpx.post(service.url + "/translate", timeout=TIMEOUT,
                                   json={"q": TEXTS, "source": "en", "target": target, "beam_size": 1})

@@ -77,6 +77,16 @@ def test_unknown_or_missing_codes_are_refused(languages: list[str]):
         LanguageDetector(languages)
 
 
+def test_unknown_codes_may_be_left_out():
+    """A many-to-many model serves languages that py3langid does not know (Banjar, LibreTranslate's zt): they are
+    never detected, the others are."""
+    detector = LanguageDetector(["bjn", "de", "zt", "en"], skip_unknown=True)
+    assert detector.languages == ("de", "en")
+    assert detector.detect(ENGLISH[0])[0][0] == "en"
+    with pytest.raises(ValueError, match="no languages"):
+        LanguageDetector(["bjn", "zt"], skip_unknown=True)
+
+
 def test_unknown_code_is_named():
     with pytest.raises(ValueError, match="xx"):
         LanguageDetector(["en", "de", "xx"])

@@ -193,11 +193,13 @@ def scored_tokens(tokens: list[int], limit: int) -> list[int]:
     return tokens + [EOS] if len(tokens) < limit else tokens
 
 
-def table_score(table: np.ndarray, tokens: list[int], alpha: float = 0.6) -> float:
-    """Length-normalized log-probability of a hypothesis under one sentence's table, step by step."""
+def table_score(table: np.ndarray, tokens: list[int], alpha: float = 0.6, forced: bool = False) -> float:
+    """Length-normalized log-probability of a hypothesis under one sentence's table, step by step; a forced first
+    token counts 0."""
     target = scored_tokens(tokens, MAX_LENGTH)
     previous = [BOS] + target[:-1]
-    logp = sum(torch.tensor(table[t, p]).log_softmax(-1)[y].item() for t, (p, y) in enumerate(zip(previous, target)))
+    logp = sum(torch.tensor(table[t, p]).log_softmax(-1)[y].item() for t, (p, y) in enumerate(zip(previous, target))
+               if t or not forced)
     return logp / length_penalty(len(target), alpha)
 
 
@@ -226,6 +228,32 @@ def test_beam_search_scores_are_right_and_beat_greedy():
         assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
         assert hyps[0].score >= table_score(sentence_table, greedy_tokens) - 1e-9
     assert sum(hyps[0].tokens != g for hyps, g in zip(beams, table_greedy(table))) >= 3  # beam finds better ones
+
+
+def test_a_forced_first_token_comes_first_and_adds_nothing_to_the_score():
+    """A many-to-many model's target language token (SearchOptions.forced_token) begins every hypothesis at
+    log-probability 0, greedy or beam, and the search goes on after it; sentences with and without one share a
+    batch, the others translating as alone."""
+    table, forced = random_table(6, seed=2), 7
+    options = [SearchOptions(beam_size=k, n_best=k, max_length=MAX_LENGTH, forced_token=forced if i % 2 else None)
+               for i, k in enumerate([1, 1, 3, 3, 2, 2])]
+    batch, results = RunningBatch(TableDecoder(table), CFG), {}
+    batch.add(table_sources(table), options, list(range(len(table))))
+    while len(batch):
+        results.update((s.key, s.result()) for s in batch.step())
+    for i, opts in enumerate(options):
+        if opts.forced_token is None:
+            (alone,) = search(TableDecoder(table[i : i + 1]), [[4, EOS]], opts, CFG)
+            assert [h.tokens for h in results[i]] == [h.tokens for h in alone]
+            continue
+        assert {h.tokens[0] for h in results[i]} == {forced}
+        if opts.beam_size == 1:  # after the forced token, the most likely one at each step
+            target = scored_tokens(results[i][0].tokens, MAX_LENGTH)
+            assert all(y == table[i, t, p].argmax() for t, (p, y) in enumerate(zip(target, target[1:]), start=1))
+        else:
+            assert len(results[i]) == opts.beam_size
+            for h in results[i]:
+                assert h.score == pytest.approx(table_score(table[i], h.tokens, forced=True), abs=1e-9)
 
 
 def test_beam_search_goes_on_while_a_live_hypothesis_is_better():

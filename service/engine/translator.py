@@ -24,15 +24,24 @@ class Translator(ModelSessions):
     def tokenizer(self) -> AnyTokenizer:
         return load_tokenizer(self.model_dir, self.config.tokenizer, self.model_config.case_tags)
 
-    def encode_texts(self, texts: list[str], target: str | None = None) -> list[list[int]]:
+    def encode_texts(
+        self, texts: list[str], *, source: str | None = None, target: str | None = None
+    ) -> list[list[int]]:
         """Source ids of each text, as the encoder reads them (ModelConfig.source_ids)."""
-        return source_ids(self.tokenizer, self.model_config, texts, target)
+        return source_ids(self.tokenizer, self.model_config, texts, source, target)
 
     def translate(
-        self, texts: list[str], opts: SearchOptions | None = None, batch_size: int = 64, target: str | None = None
+        self,
+        texts: list[str],
+        opts: SearchOptions | None = None,
+        batch_size: int = 64,
+        *,
+        source: str | None = None,
+        target: str | None = None,
     ) -> list[list[Translation]]:
-        """Translate texts (batched by length): the n_best translations of each, best first. `target`: one of the
-        model's target languages, where it has several (ModelConfig.targets)."""
+        """Translate texts (batched by length): the n_best translations of each, best first. `source` and `target`:
+        one of the model's pairs (ModelConfig.pairs), where it has several; `target` alone for a multi-target model."""
         opts = opts or SearchOptions()
         translate_ids = lambda sources, o: self.translate_ids(sources, o).hypotheses  # noqa: E731
-        return translate_texts(translate_ids, self.tokenizer, self.model_config, texts, opts, batch_size, target)
+        return translate_texts(translate_ids, self.tokenizer, self.model_config, texts, opts, batch_size, source,
+                               target)

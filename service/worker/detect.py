@@ -17,15 +17,18 @@ class LanguageDetector:
     and a call on a sentence takes some 20 µs (a few milliseconds on tens of kilobytes).
     """
 
-    def __init__(self, languages: list[str]):
-        """languages: ISO 639-1 codes (en, de, fr, cs, ...); ValueError for an empty list or a code the model lacks."""
-        if not languages:
-            raise ValueError("no languages to detect among")
-        self.languages = tuple(dict.fromkeys(languages))  # served order, duplicates dropped
+    def __init__(self, languages: list[str], skip_unknown: bool = False):
+        """languages: ISO 639-1 codes (en, de, fr, cs, ...); a code the model lacks is a ValueError, or with
+        skip_unknown left out, never to be detected (NLLB-200 serves 202 languages, py3langid knows 115 of them).
+        ValueError for no language left."""
         self._identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-        unknown = [code for code in self.languages if code not in self._identifier.labels]
-        if unknown:
+        served = list(dict.fromkeys(languages))  # served order, duplicates dropped
+        unknown = [code for code in served if code not in self._identifier.labels]
+        if unknown and not skip_unknown:
             raise ValueError(f"language detection does not know {', '.join(unknown)}")
+        self.languages = tuple(code for code in served if code not in unknown)
+        if not self.languages:
+            raise ValueError("no languages to detect among")
         self._identifier.set_languages(list(self.languages))
 
     def detect(self, text: str) -> list[tuple[str, float]]:

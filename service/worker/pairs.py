@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.folder import FolderConfig
+from core.search import SearchOptions
 from core.tokenizer import AnyTokenizer, load_tokenizer
-from core.translate import source_ids
+from core.translate import pair_options, source_ids
 from service.protocol import PairInfo
 
 LANGUAGE_NAMES = {
@@ -28,12 +29,6 @@ class Pair:
     config: FolderConfig
     tokenizer: AnyTokenizer
 
-    @classmethod
-    def load(cls, info: PairInfo) -> Pair:
-        """The pair's model folder's config and tokenizer (no graphs: those are the engine's)."""
-        config = FolderConfig.load(Path(info.folder))
-        return cls(info, config, load_tokenizer(Path(info.folder), config.tokenizer, config.model.case_tags))
-
     @property
     def name(self) -> str:
         return self.info.name
@@ -47,8 +42,12 @@ class Pair:
         return self.info.target
 
     def source_ids(self, sentences: list[str]) -> list[list[int]]:
-        """What the encoder reads for these sentences (ModelConfig.source_ids into this pair's target)."""
-        return source_ids(self.tokenizer, self.config.model, sentences, self.target)
+        """What the encoder reads for these sentences (ModelConfig.source_ids of this pair)."""
+        return source_ids(self.tokenizer, self.config.model, sentences, self.source, self.target)
+
+    def search_options(self, opts: SearchOptions) -> SearchOptions:
+        """opts for this pair's target (core.translate.pair_options: a many-to-many model's forced token)."""
+        return pair_options(self.config.model, opts, self.target)
 
 
 class Pairs:
@@ -56,27 +55,38 @@ class Pairs:
 
     def __init__(self, pairs: list[Pair]):
         self.pairs = {(pair.source, pair.target): pair for pair in pairs}
+        self.sources: dict[str, list[str]] = {}  # target -> the languages translated into it
+        self.targets: dict[str, list[str]] = {}  # source -> the languages it translates into
+        for source, target in sorted(self.pairs):
+            self.sources.setdefault(target, []).append(source)
+            self.targets.setdefault(source, []).append(target)
 
     @classmethod
     def load(cls, infos: list[PairInfo]) -> Pairs:
-        return cls([Pair.load(info) for info in infos])
+        """The pairs with their model folders' configs and tokenizers (no graphs: those are the engine's), each folder
+        read once: the pairs of a multi-target or many-to-many folder share them (NLLB-200 serves 40,602 pairs)."""
+        folders: dict[str, tuple[FolderConfig, AnyTokenizer]] = {}
+        for folder in {info.folder for info in infos}:
+            config = FolderConfig.load(Path(folder))
+            folders[folder] = config, load_tokenizer(Path(folder), config.tokenizer, config.model.case_tags)
+        return cls([Pair(info, *folders[info.folder]) for info in infos])
 
     def pair(self, source: str, target: str) -> Pair | None:
         return self.pairs.get((source, target))
 
     def sources_into(self, target: str) -> list[str]:
         """The languages translated into `target`."""
-        return sorted(source for source, t in self.pairs if t == target)
+        return self.sources.get(target, [])
 
     def targets_of(self, source: str) -> list[str]:
         """The languages `source` translates into: its pairs', and itself (given back as it is), as LibreTranslate
         lists them."""
-        return sorted({source, *(target for s, target in self.pairs if s == source)})
+        return sorted({source, *self.targets.get(source, [])})
 
     @property
     def languages(self) -> list[str]:
         """Every language served, as a source or as a target."""
-        return sorted({code for pair in self.pairs for code in pair})
+        return sorted(self.sources.keys() | self.targets.keys())
 
     @property
     def names(self) -> str:

@@ -1,0 +1,145 @@
+"""Argos Translate packages, the models LibreTranslate serves, converted into model folders of ours.
+
+    python -m model.convert ~/.local/share/argos-translate/packages --out models   # every installed package
+    python -m model.convert translate-en_de-1_9.argosmodel --out models/en-de      # one package file
+    python -m export models/en-de/model.pt --out models/en-de                      # then each folder, as any other
+
+A package (argostranslate's package.py) is a folder holding metadata.json (from_code, to_code, type, ...), model/
+(a CTranslate2 model), sentencepiece.model, and perhaps stanza/ (its sentence splitter; ours is sentencex, so it
+is not needed). An .argosmodel file is a zip of that folder, which argostranslate extracts into its packages folder
+(PACKAGES_DIR). A folder of packages converts into one model folder per package, named by its pair (en-de).
+
+A model folder gets model.pt (model.ctranslate2_model: our Transformer with the CTranslate2 model's weights) and
+the tokenizer files core.tokenizer.ARGOS_FILES: the package's sentencepiece.model, and vocabulary.json, the
+CTranslate2 vocabulary with the ids of its special tokens. Argos Translate gives CTranslate2 a sentence's
+SentencePiece pieces as its tokens (argostranslate/tokenizer.py, translate.py); core.tokenizer.ArgosTokenizer maps
+the same pieces through that vocabulary. Refused, with the reason: packages of another kind than "translate", of a
+BPE tokenizer (bpe.model: Moses and subword-nmt), whose translations start with a target prefix (metadata.json's
+target_prefix), and models that ours cannot run (model.ctranslate2_model.unsupported).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from core.folder import ModelConfig, pair_name
+from core.tokenizer import ARGOS_FILES
+from model.ctranslate2_model import CTranslate2Model, read_model, to_transformer
+from model.transformer import Transformer
+
+PACKAGES_DIR = Path.home() / ".local/share/argos-translate/packages"  # where argostranslate installs them
+METADATA = "metadata.json"
+SENTENCEPIECE = "sentencepiece.model"
+
+
+def is_package(path: Path) -> bool:
+    """An installed package (a folder with metadata.json) or a package file (a zip: .argosmodel)."""
+    return (path / METADATA).is_file() or (path.is_file() and zipfile.is_zipfile(path))
+
+
+def package_paths(path: Path) -> list[Path]:
+    """The packages that `path` names: itself, or the packages directly in it (a folder of installed packages);
+    empty for anything else."""
+    if is_package(path):
+        return [path]
+    return sorted(p for p in path.iterdir() if is_package(p)) if path.is_dir() else []
+
+
+@contextmanager
+def opened(package: Path) -> Iterator[Path]:
+    """The package's folder: `package` itself, or the folder that a package file holds, extracted for the while."""
+    if package.is_dir():
+        yield package
+        return
+    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(package) as archive:
+        archive.extractall(tmp)
+        found = [f for f in [Path(tmp), *Path(tmp).iterdir()] if (f / METADATA).is_file()]
+        if len(found) != 1:
+            raise ValueError(f"{package} holds no package: no {METADATA} at its top or in one folder there")
+        yield found[0]
+
+
+def read_metadata(folder: Path) -> dict:
+    """metadata.json, with argostranslate's default type ("translate"); a translation package names its languages."""
+    metadata = {"type": "translate"} | json.loads((folder / METADATA).read_text(encoding="utf-8"))
+    if metadata["type"] == "translate" and not (metadata.get("from_code") and metadata.get("to_code")):
+        raise ValueError(f"{folder / METADATA} names no from_code and to_code")
+    return metadata
+
+
+def package_problems(folder: Path, metadata: dict) -> list[str]:
+    """Why the package cannot be converted, before its model is read; empty if it can."""
+    has_sentencepiece = (folder / SENTENCEPIECE).is_file()
+    checks = {
+        f"type {metadata['type']!r}: not a translation package": metadata["type"] != "translate",
+        "a BPE tokenizer (bpe.model: Moses and subword-nmt), where ours reads SentencePiece models": (
+            not has_sentencepiece and (folder / "bpe.model").is_file()
+        ),
+        f"no {SENTENCEPIECE}": not has_sentencepiece and not (folder / "bpe.model").is_file(),
+        f"a target prefix ({metadata.get('target_prefix')!r}) that every translation starts with: ours starts "
+        "from the decoder's start token alone": bool(metadata.get("target_prefix")),
+    }
+    return [reason for reason, applies in checks.items() if applies]
+
+
+def vocabulary(ct2: CTranslate2Model, cfg: ModelConfig) -> dict:
+    """vocabulary.json (core.tokenizer.ArgosTokenizer): the tokens in id order, <unk>'s id, and the ids of the
+    special tokens, which translations leave out."""
+    tokens = ct2.target_vocabulary
+    bos = ct2.config.get("bos_token")
+    special = {cfg.pad_id, cfg.unk_id, cfg.bos_id, cfg.eos_id} | ({tokens.index(bos)} if bos in tokens else set())
+    return {"tokens": tokens, "unk_id": cfg.unk_id, "special_ids": sorted(special)}
+
+
+def convert_package(folder: Path, metadata: dict, out: Path) -> Transformer:
+    """Write the model folder `out` (model.pt and ARGOS_FILES) of the package in `folder`; returns our model. Nothing
+    is written for a package that is refused (ValueError, with the reasons)."""
+    if problems := package_problems(folder, metadata):
+        raise ValueError(f"{folder} cannot be converted: it has " + "; ".join(problems))
+    ct2 = read_model(folder / "model")
+    model = to_transformer(ct2, metadata["from_code"], metadata["to_code"])
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save({"config": model.cfg.to_dict(), "model": model.state_dict()}, out / "model.pt")
+    shutil.copy(folder / SENTENCEPIECE, out / ARGOS_FILES["sentencepiece"])
+    text = json.dumps(vocabulary(ct2, model.cfg), ensure_ascii=False)
+    (out / ARGOS_FILES["vocabulary"]).write_text(text, encoding="utf-8")
+    return model
+
+
+def convert_packages(path: Path, out: Path) -> int:
+    """python -m model.convert for Argos Translate: the package `path` into the model folder `out`, or every
+    translation package of the folder `path` into out/<from>-<to>; prints each result, and the reasons of those
+    refused. Returns the exit status: 0, or 2 where a package was refused."""
+    packages = package_paths(path)
+    one = packages == [path]
+    written: set[Path] = set()
+    refused = 0
+    for package in packages:
+        try:
+            with opened(package) as folder:
+                metadata = read_metadata(folder)
+                if not one and metadata["type"] != "translate":
+                    print(f"{package}: skipped, a package of type {metadata['type']!r}, not a translation package")
+                    continue
+                target = out if one else out / pair_name(metadata["from_code"], metadata["to_code"])
+                if target in written:
+                    raise ValueError(f"{package} cannot be converted: {target} was written from another package")
+                model = convert_package(folder, metadata, target)
+        except ValueError as e:
+            print(f"model.convert: {e}", file=sys.stderr)
+            refused += 1
+            continue
+        written.add(target)
+        print(f"{package} -> {target}: {model.num_parameters():,} parameters, {model.cfg}")
+    if written:
+        print("next, for each model folder: python -m export MODEL_DIR/model.pt --out MODEL_DIR")
+    return 2 if refused else 0
