@@ -1,14 +1,20 @@
 """bench.offline.gpu on the CPU provider (no GPU here): every engine, beam and batch size gets a row with its figures,
-and the reference engine's outputs are its own."""
+and the reference engine's outputs are its own. Its --check exits 2 without a GPU, and its code runs here on the CPU
+provider."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from bench.offline.gpu import main
+from bench.common.defaults import REPO
+from bench.offline import gpu_check
+from bench.offline.gpu import main, parse_args
+from service.settings import Settings
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning"),
@@ -30,3 +36,43 @@ def test_bench_gpu_runs_every_engine_on_the_cpu_provider(tiny_model_dir: Path, t
     assert all(r["same_as_cpu"] >= 0.5 for (e, *_), r in rows.items() if e == "pytorch-cpu")  # the same model
     assert json.loads((tmp_path / "gpu.json").read_text())["summary"] == result["summary"]
     assert "ort-cpu-fp16" in (tmp_path / "gpu.md").read_text()
+
+
+def test_check_without_a_gpu_says_so_in_one_line_and_exits_2(tiny_model_dir: Path):
+    done = subprocess.run([sys.executable, "-m", "bench.offline.gpu", "--check", "--model-dir", str(tiny_model_dir)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert (done.stdout + done.stderr).splitlines() == [
+        "bench.offline.gpu --check needs a GPU: CUDA is not usable here, ONNX Runtime runs on CPUExecutionProvider"]
+
+
+def test_check_runs_every_part_on_the_cpu_provider(tiny_model_dir: Path, tmp_path: Path):
+    """--check's code on the CPU provider (what a GPU adds is the provider): the contract, where each session's nodes
+    ran, every bucket with a place for CUDA-graph capture, and the goals; one report."""
+    argv = ["--check", "--model-dir", str(tiny_model_dir), "--sentences", "8", "--threads", "1", "--max-rows", "4",
+            "--max-slots", "16", "--out", str(tmp_path)]
+    result = gpu_check.check(parse_args(argv), argv, gpu_check.CPU)
+    assert [c["graph"] for c in result["contract"]] == ["encoder fp32", "decoder fp32", "encoder fp16", "decoder fp16",
+                                                        "select (service-built)", "join (service-built)"]
+    assert all(c["missing"] == c["missing_optimized"] == c["shape_nodes"] == [] for c in result["contract"])
+    assert all(s["nodes"] > 0 and s["off_provider"] == s["copies"] == [] for s in result["sessions"])
+    assert {(s["precision"], s["rows"], s["slots"]) for s in result["steps"]} == {
+        (p, rows, slots) for p in ("fp32", "fp16") for rows in (1, 4) for slots in (8, 16)}
+    for step in result["steps"]:
+        assert step["captured_vs_eager"] == "not built" and step["fixed_step"]["off_provider"] == []
+        assert step["service_ms_per_step"] > 0 and step["fixed_ms_per_reorder"] > 0
+        if step["precision"] == "fp32":
+            assert step["service_top1_same_as_cpu"] == step["fixed_top1_same_as_cpu"] == 1.0
+    assert {(g["goal"].split(":")[0].split(" (")[0], g["precision"]) for g in result["goals"]} == {
+        (goal, p) for goal in ("greedy, batch 1", "greedy, best batch", "beam 4, batch 64",
+                               "outputs identical to the CPU's, every run") for p in ("fp32", "fp16")}
+    assert [v["met"] for v in result["verdicts"][:5]] == [True] * 5  # on the CPU provider nothing is off it
+    assert len(result["verdicts"]) == 5 + len(result["goals"])
+    assert json.loads((tmp_path / "gpu-check.json").read_text())["goals"] == result["goals"]
+    assert "captured vs eager" in (tmp_path / "gpu-check.md").read_text()
+
+
+def test_buckets_span_the_engines_rows_and_cache_slots():
+    assert gpu_check.by_fours(1, 576) == [1, 4, 16, 64, 256, 576]
+    assert gpu_check.buckets(4, 512, 250)[-1] == gpu_check.Bucket(rows=4, slots=512, source=250)
+    assert gpu_check.engine_max_rows(Settings(max_batch_sentences=64, max_beam_size=8)) == 72 * 8

@@ -2,6 +2,7 @@
 
     python -m bench.offline.gpu [--model-dir models/en-de] [--batch-sizes 1 16 64 256 1024] [--beams 1 4]
                                 [--sentences 1024] [--rounds 3] [--threads N] [--out bench/results]
+    python -m bench.offline.gpu --check [--max-rows N] [--max-slots N]   (bench.offline.gpu_check: GPU only)
 
 Engines, in this process, each translating the same first --sentences test sentences (sorted by length, cut into
 batches of the batch size, each batch one running batch):
@@ -165,11 +166,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=THREADS, help="ONNX Runtime and PyTorch CPU threads")
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--check", action="store_true",
+                   help="instead: the GPU path's checks and goals (bench.offline.gpu_check); exits 2 without a GPU")
+    p.add_argument("--max-rows", type=int, help="--check: the most decoder rows of a bucket (default: the engine's)")
+    p.add_argument("--max-slots", type=int, help="--check: the most cache slots of a bucket (default: max_len)")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
+    if args.check:
+        from bench.offline import gpu_check
+
+        return gpu_check.main(args, argv)
     with tempfile.TemporaryDirectory(prefix="bench-gpu-") as scratch:
         folder = with_fp16(args.model_dir, Path(scratch))
         engines, device = load_engines(folder, args.threads)
