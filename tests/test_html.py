@@ -3,11 +3,14 @@ place."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.worker.html import HtmlText
+from service.worker.errors import InvalidRequest
+from service.worker.html import MAX_DEPTH, MAX_NODES, MAX_UNFINISHED, HtmlText
 
 UNTRANSLATED = (
     "<script>if (a < b) { say('Hello'); }</script><style>p::after { content: 'Hello'; }</style>"
@@ -56,9 +59,17 @@ def test_identity_translations_give_equivalent_markup(markup: str, equivalent: s
     assert html.render(html.texts) == equivalent
 
 
+def words(text: str) -> str:
+    """A unit's text without its placeholders (four-digit numbers, service.worker.markup)."""
+    return " ".join(re.sub(r"\s*\b7\d{3}\b", "", text).split())  # from 7301 on; no other text here has a 7
+
+
 def test_texts_are_the_translatable_ones_in_document_order():
+    """A block's text is one unit, its inline elements placeholders inside it; attributes are units of their own."""
     markup = '<div title="Tip"><p>Hello <b>big <i>wide</i></b> world.</p><img alt="A cat" src="cat.png"></div>'
-    assert HtmlText(markup).texts == ["Tip", "Hello", "big", "wide", "world.", "A cat"]
+    texts = HtmlText(markup).texts
+    assert [words(text) for text in texts] == ["Tip", "Hello big wide world.", "A cat"]
+    assert len(set(texts[1].split()) - set("Hello big wide world.".split())) == 3  # <b>, <i>, </i></b>
 
 
 def test_a_translation_changes_only_text():
@@ -68,12 +79,13 @@ def test_a_translation_changes_only_text():
     )
     assert upper(markup) == (
         '<p class="intro" id="main" title="GREETING">HELLO, <a href="/go" data-x="keep me">DEAR <b>FRIEND</b></a>!'
-        '\n<img src="smile.png" alt="A SMILE" width="10"> <input placeholder="YOUR NAME" aria-label="NAME"></p>'
-    )
+        ' <img src="smile.png" alt="A SMILE" width="10"> <input placeholder="YOUR NAME" aria-label="NAME"></p>'
+    )  # whitespace inside a block is one space, as HTML shows it
 
 
-def test_whitespace_around_each_text_is_kept():
-    assert upper("<p>  Hello <b> big </b>\n world \xa0</p>") == "<p>  HELLO <b> BIG </b>\n WORLD \xa0</p>"
+def test_whitespace_at_the_edges_of_a_block_is_kept():
+    """Inside a block, runs of whitespace are one space as HTML shows them (an element's edge spaces go outside it)."""
+    assert upper("<p>  Hello <b> big </b>\n world \xa0</p>") == "<p>  HELLO  <b>BIG</b>  WORLD \xa0</p>"
 
 
 def test_code_and_elements_marked_not_to_translate_are_untouched():
@@ -138,4 +150,49 @@ TRANSLATION = st.lists(WORD, min_size=1).map(" ".join)
 @given(st.lists(TRANSLATION, min_size=3, max_size=3))
 def test_any_translations_come_back_as_the_texts_of_the_rendered_markup(translations: list[str]):
     html = HtmlText('<p title="One">Two <a href="/x">three</a></p>')
-    assert HtmlText(html.render(translations)).texts == translations
+    title, body, _ = translations
+    again = HtmlText(html.render([title, body])).texts
+    assert again[0] == title
+    assert "".join(words(again[-1]).split()) == "".join(body.split())  # every character, in order (tags put back by
+    # place where the translation dropped their placeholders may stand between two of them, with a space)
+
+
+def test_each_rendering_stands_alone():
+    """The fragment is parsed once and written out for each alternative: nothing of one stays in the next."""
+    html = HtmlText('<p title="One">Two <a href="/x">three</a></p>')
+    title, body = html.texts
+    opening, closing = [word for word in body.split() if word.isdigit()]
+    german = f"Zwei {opening} drei {closing}"
+    assert html.render(["Eins", german]) == '<p title="Eins">Zwei <a href="/x">drei</a></p>'
+    assert html.render(["Un", f"Deux {opening} trois {closing}"]) == '<p title="Un">Deux <a href="/x">trois</a></p>'
+    assert html.texts == ["One", body]
+
+
+# --- bounds: the parse runs on the event loop ------------------------------------------------------------------
+
+
+def test_markup_as_deep_as_the_bound_is_read_and_deeper_is_refused():
+    assert HtmlText("<b>" * MAX_DEPTH + "deep").texts == ["deep"]
+    with pytest.raises(InvalidRequest, match=f"deeper than {MAX_DEPTH}"):
+        HtmlText("<b>" * (MAX_DEPTH + 1) + "deeper")
+
+
+def test_markup_of_more_nodes_than_the_bound_is_refused():
+    """Elements, texts and comments count; the document itself does not."""
+    assert len(HtmlText("<p>x</p>" * (MAX_NODES // 2)).texts) == MAX_NODES // 2
+    with pytest.raises(InvalidRequest, match=f"more than {MAX_NODES}"):
+        HtmlText("<i>x</i>" * (MAX_NODES // 2) + "<br>")
+    with pytest.raises(InvalidRequest, match=f"more than {MAX_NODES}"):
+        HtmlText("<!-- c -->x" * (MAX_NODES // 2 + 1))
+
+
+def test_markup_with_more_unfinished_tags_than_the_bound_is_refused():
+    """html.parser reads the rest of the fragment again for each "<" that begins a tag it cannot finish: quadratic
+    (5,000 characters of "<b a " took 0.13 s)."""
+    assert HtmlText("a<b " * MAX_UNFINISHED).texts == [("a<b " * MAX_UNFINISHED).strip()]
+    with pytest.raises(InvalidRequest, match=f"more than {MAX_UNFINISHED} unfinished"):
+        HtmlText("a<b " * (MAX_UNFINISHED + 2))
+
+
+def test_script_content_that_begins_with_a_tag_is_no_unfinished_tag():
+    assert HtmlText("<script><x</script><p>Text</p>" * (MAX_UNFINISHED + 1)).texts == ["Text"] * (MAX_UNFINISHED + 1)

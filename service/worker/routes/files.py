@@ -1,4 +1,5 @@
-"""POST /translate_file and GET /download_file: a file translated whole, kept for download (service.worker.files)."""
+"""POST /translate_file and GET /download_file: a document translated whole (service.worker.documents), kept for
+download (service.worker.files)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from service.worker.dependencies import Params, ServingPipeline, state, unless_disconnected, validated
+from service.worker.documents import FORMATS
+from service.worker.documents.translate import translate_file as translate_document
 from service.worker.errors import InvalidRequest, NotFound
-from service.worker.files import FORMATS, KEPT_FILES
+from service.worker.files import KEPT_FILES, content_disposition, media_type, uploaded_name
+from service.worker.middleware import observe_pair
 from service.worker.params import upload
 from service.worker.routes.translate import ERRORS
 from service.worker.schemas import ErrorBody, FileRequest, FileTranslated, TranslateRequest
@@ -27,22 +31,24 @@ def multipart_schema() -> dict:
 
 
 @router.post("/translate_file", response_model=FileTranslated, responses=ERRORS, openapi_extra=multipart_schema())
-async def translate_file(
-    request: Request, p: ServingPipeline, values: Params
-) -> FileTranslated:
-    """Translate a .txt or .html file (multipart form: file, source, target); answers its download URL."""
+async def translate_file(request: Request, p: ServingPipeline, values: Params) -> FileTranslated:
+    """Translate a document whole (multipart form: file, source, target): its paragraphs, runs, tables, slides,
+    cues or chapters, in the same format; answers its download URL."""
     req, file = validated(FileRequest, values), upload(values, "file")
-    name = PurePath(file.filename or "file.txt").name
-    if (kind := FORMATS.get(PurePath(name).suffix.lower())) is None:
-        raise InvalidRequest(f"{name}: supported files are {', '.join(FORMATS)}")
     try:
-        text = (await file.read()).decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidRequest(f"{name} is not UTF-8 text") from None
-    translate_req = validated(TranslateRequest, {"q": text, "source": req.source, "target": req.target, "format": kind})
-    translated = (await unless_disconnected(request, p.translate(translate_req))).translatedText
-    token = state(request).files.put(name, translated.encode("utf-8"))
-    return FileTranslated(translatedFileUrl=f"{request.base_url}download_file/{token}/{quote(name)}")
+        name = uploaded_name(file.filename)
+    except ValueError as problem:
+        raise InvalidRequest(str(problem)) from None
+    observe_pair(request, p.pair_label(TranslateRequest(q="-", source=req.source, target=req.target)))
+    data = await file.read()
+
+    async def translate_texts(texts: list[str]) -> list[str]:
+        return await p.translate_document(texts, req.source, req.target)
+
+    suffix, limit = PurePath(name).suffix.lower(), p.settings.max_file_chars
+    translated = await unless_disconnected(request, translate_document(data, suffix, limit, translate_texts))
+    token = state(request).files.put(name, translated)
+    return FileTranslated(translatedFileUrl=f"{request.base_url}download_file/{token}/{quote(name, safe='')}")
 
 
 @router.get("/download_file/{token}/{name}", name="download_file", responses={404: {"model": ErrorBody}})
@@ -50,6 +56,4 @@ async def download_file(request: Request, token: str, name: str) -> Response:
     """A file translated by /translate_file (the last 256 are kept)."""
     if (kept := state(request).files.get(token, name)) is None:
         raise NotFound(f"No such file: translated files are kept for the last {KEPT_FILES} translations")
-    media = "text/html" if FORMATS[PurePath(name).suffix.lower()] == "html" else "text/plain"
-    return Response(kept, media_type=f"{media}; charset=utf-8",
-                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return Response(kept, media_type=media_type(name), headers={"Content-Disposition": content_disposition(name)})

@@ -1,0 +1,57 @@
+"""Protected spans (service.worker.spans): found, replaced by placeholders, and always given back as written."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.worker.spans import protect
+
+SPANS = [
+    ("Visit https://example.com/docs/setup?lang=en&v=2 for the details.", "https://example.com/docs/setup?lang=en&v=2"),
+    ("Please write to anna.schmidt@example.org today.", "anna.schmidt@example.org"),
+    ("Thanks @maria_k for the help.", "@maria_k"),
+    ("We love #MachineLearning here.", "#MachineLearning"),
+    ("The file is /etc/nginx/nginx.conf on the server.", "/etc/nginx/nginx.conf"),
+    ("Open C:\\Users\\anna\\notes.txt now.", "C:\\Users\\anna\\notes.txt"),
+    ("Run `pip install mt-service` first.", "`pip install mt-service`"),
+    ("I love this song 🎵 so much!", "🎵"),
+    ("Well done 👍🏽 team.", "👍🏽"),
+    ("Order A-77321 has shipped.", "A-77321"),
+    ("See www.example.org.", "www.example.org"),
+]
+
+
+@pytest.mark.parametrize(("text", "span"), SPANS)
+def test_each_kind_of_span_is_taken_out_whole(text: str, span: str):
+    protected = protect(text)
+    assert list(protected.spans.values()) == [span]
+    placeholder = next(iter(protected.spans))
+    assert placeholder in protected.text and span not in protected.text
+    assert protected.restore(protected.text) == (text, 0)
+
+
+@pytest.mark.parametrize("text", ["It costs 2,000 euros.", "On the 3rd day at 10am.", "and/or", "Room #1 is free.",
+                                  "She is 25 years old."])
+def test_numbers_ordinals_and_units_are_left_to_the_model(text: str):
+    assert protect(text).spans == {}
+
+
+def test_placeholders_are_numbers_the_text_does_not_hold():
+    protected = protect("Call 7301 or write to a@b.de or c@d.de.")
+    assert "7301" not in protected.spans
+    assert len(set(protected.spans)) == 2
+
+
+def test_a_placeholder_written_with_a_thousands_separator_is_still_found():
+    protected = protect("Mail a@b.de now.")
+    (placeholder,) = protected.spans
+    german = f"Schreib jetzt an {placeholder[0]}.{placeholder[1:]}."
+    assert protected.restore(german) == ("Schreib jetzt an a@b.de.", 0)
+
+
+@pytest.mark.parametrize("translation", ["", "Besuchen Sie die Seite.", "Seite"])
+def test_a_dropped_placeholder_is_put_back_whole_and_counted(translation: str):
+    protected = protect("Visit https://example.com/a for the details.")
+    restored, put_back = protected.restore(translation)
+    assert put_back == 1 and restored.count("https://example.com/a") == 1
+    assert restored.replace("https://example.com/a", "").split() == translation.split()
