@@ -4,7 +4,7 @@ on 2 cores), `python -m bench NAME [NAME ...]` the named ones, `python -m bench 
 Each runs as `python -m MODULE ARGS` from the repository root, one after the other, and writes its results under
 bench/results/ (BENCHMARKS.md says which table comes from which); the run stops at the first that fails. A benchmark
 that needs what only a person can give (a checkout to compare with, a running server) is skipped with a line saying
-how to run it; the GPU benchmark runs in the full run only where there is a GPU. For other arguments, run the module
+how to run it; the GPU benchmarks run in the full run only where there is a GPU. For other arguments, run the module
 itself: `python -m bench.offline.engines --help`.
 """
 
@@ -55,10 +55,22 @@ BENCHMARKS = [
         gpu=True,
     ),
     Benchmark(
+        "gpu_check", "bench.offline.gpu",
+        "the GPU path checked: a CUDA kernel for every node, where the sessions run each node, every bucket's step "
+        "(placement, ms, outputs against the CPU's), issue 11's GPU goals; exits 2 without a GPU",
+        args=("--check",), gpu=True,
+    ),
+    Benchmark(
         "checkouts", "bench.offline.checkouts",
         "offline speed of this checkout against another one, side by side",
         needs="a checkout to compare with: git worktree add /tmp/base COMMIT; "
         "python -m bench.offline.checkouts /tmp/base",
+    ),
+    Benchmark(
+        "serving_checkouts", "bench.serving.checkouts",
+        "plain-text serving throughput of this checkout against another one, side by side",
+        needs="a checkout to compare with: git worktree add /tmp/base COMMIT; "
+        "python -m bench.serving.checkouts /tmp/base",
     ),
     Benchmark(
         "load", "bench.serving.load",
@@ -79,6 +91,15 @@ BENCHMARKS = [
         args=("--repeat", "3"),
     ),
     Benchmark(
+        "hostile_load", "bench.serving.hostile_load",
+        "64 clients each sending 64 sentences at beam 8, and a stopped engine: answer times, 503s with Retry-After",
+    ),
+    Benchmark(
+        "hostile", "bench.serving.hostile",
+        "hostile clients: header floods, idle and slow connections, markup and repeated parameters that would hold "
+        "the event loop, file names, keep-alive through a drain; the cost of the bounded HTTP protocol",
+    ),
+    Benchmark(
         "soak", "bench.serving.soak",
         "ten minutes of mixed load: the service's RSS growth and responses 500",
         args=("--minutes", "10", "--setting", "threads=1"),
@@ -91,6 +112,10 @@ BENCHMARKS = [
     Benchmark(
         "detect", "bench.studies.detect",
         "offline language identifiers: accuracy on short sentences, latency, load time and memory",
+    ),
+    Benchmark(
+        "placeholders", "bench.studies.placeholders",
+        "which placeholder forms the shipped models copy, and how protected spans come back through them",
     ),
     Benchmark(
         "splitters", "bench.studies.splitters",
@@ -110,7 +135,7 @@ def why_skipped(benchmark: Benchmark, full_run: bool) -> str:
     if benchmark.needs:
         return f"needs {benchmark.needs}"
     if benchmark.gpu and full_run and not has_gpu():
-        return f"needs a GPU (nvidia-smi finds none); python -m bench {benchmark.name} runs it on the CPU provider"
+        return f"needs a GPU (nvidia-smi finds none); python -m bench {benchmark.name} runs it anyway"
     return ""
 
 

@@ -11,6 +11,8 @@ import os
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 
+from service.engine.memory import resident_bytes
+
 MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 STEP_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25)
@@ -22,9 +24,18 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         # the HTTP side
-        self.requests = Counter("translator_requests", "Translate requests by HTTP status", ["status"], registry=r)
+        # by language pair: a served pair's name, or "" for none (source "auto", /detect, a pair not served)
+        self.requests = Counter(
+            "translator_requests", "Translate requests by HTTP status and language pair", ["status", "pair"],
+            registry=r,
+        )
         self.latency = Histogram(
-            "translator_request_latency_seconds", "Translate request latency", buckets=LATENCY_BUCKETS, registry=r
+            "translator_request_latency_seconds", "Translate request latency by language pair", ["pair"],
+            buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.placeholders = Counter(
+            "translator_placeholders", "Protected spans (URLs, emails, emoji, ...) by how they came back: copied by "
+            "the model, or put back by place where the model dropped the placeholder", ["how"], registry=r,
         )
         # the engine
         self.batch_size = Histogram(
@@ -53,16 +64,26 @@ class Metrics:
             "Encoding sentences that join the batch, and decoding a sentence from join to end, by stage", ["stage"],
             buckets=LATENCY_BUCKETS, registry=r,
         )
-        self.input_tokens = Counter("translator_input_tokens", "Source tokens translated", registry=r)
-        self.output_tokens = Counter("translator_output_tokens", "Target tokens produced", registry=r)
+        self.input_tokens = Counter("translator_input_tokens", "Source tokens translated, by language pair", ["pair"],
+                                    registry=r)
+        self.output_tokens = Counter("translator_output_tokens", "Target tokens produced, by language pair", ["pair"],
+                                     registry=r)
         self.model_info = Gauge(
             "translator_model_info", "The model being served", ["model", "provider", "precision"], registry=r,
             multiprocess_mode="livemax",
         )
+        # both: the engine process reports its own (it holds the models), each HTTP worker its own when it answers
+        # /metrics; with several processes, each is labelled by its pid
+        self.resident_memory = Gauge(
+            "translator_resident_memory_bytes", "Resident memory of the engine process and of each HTTP worker",
+            ["process"], registry=r, multiprocess_mode="liveall",
+        )
 
     def exposition(self) -> bytes:
-        """The text format of every metric: this process's, or with several processes, all of theirs."""
+        """The text format of every metric: this process's, or with several processes, all of theirs (this HTTP
+        worker's memory measured now, the other processes' as they last reported it)."""
         if os.environ.get(MULTIPROCESS_DIR):
+            self.resident_memory.labels("worker").set(resident_bytes())
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
             return generate_latest(registry)

@@ -1,13 +1,17 @@
 """Between the processes: what an HTTP worker and the engine process say to each other, and what a worker may ask
 of an engine (EngineClient), whether the engine runs in another process or in its own.
 
-    worker -> engine   Hello(id)                           answered Ready(id, pairs) once every model is warm
+    worker -> engine   Hello(id)                           answered Ready(id, pairs, deadlines) once every model is warm
                        Translate(id, pair, sentences, opts) answered Done(id, hypotheses) or Failed(id, error, text)
-                       Cancel(id)                           the client hung up: its sentences leave the engine
+                       Cancel(id)                           the client hung up, or the deadline passed: its sentences
+                                                            leave the engine
+                       Ping(id)                             answered Pong(id) at once: the heartbeat
 
 Messages are msgspec structs, tagged by their kind and encoded as MessagePack: typed on both sides, and no pickle
 between processes. The engine states its pairs once, in Ready: each pair's languages, model folder, and where and
-in which precision it runs; a worker loads its tokenizers from that folder.
+in which precision it runs; a worker loads its tokenizers from that folder. Ready also states the deadlines a worker
+holds the engine to (Deadlines): an engine silent for longer than `silence_s` is STALLED, and a translation not
+answered within `answer_s` is dropped and answered 503.
 
 Neither ONNX Runtime nor PyTorch: both sides import it.
 """
@@ -29,6 +33,7 @@ class Phase(enum.Enum):
 
     LOADING = "loading"  # the models load (/health answers; requests get 503)
     READY = "ready"  # every model warm: requests are taken
+    STALLED = "stalled"  # a worker hears no Pong from the engine process: 503s until it answers again (then READY)
     DRAINING = "draining"  # shutting down: accepted work finishes up to the drain deadline, new work gets 503
     GONE = "gone"  # the engine process died: everything gets 503 until the service restarts
 
@@ -38,7 +43,8 @@ class EngineError(Exception):
 
 
 class QueueFull(EngineError):
-    """More sentences are waiting than the queue holds; the request should be retried later."""
+    """More work is waiting than can start in time (service.engine.admission), or this request's work waited past
+    the deadline; the request should be retried later."""
 
 
 class ShuttingDown(EngineError):
@@ -47,6 +53,10 @@ class ShuttingDown(EngineError):
 
 class EngineGone(EngineError):
     """The engine process died: nothing it had will be answered."""
+
+
+class EngineStalled(EngineError):
+    """The engine did not answer in time (stopped, wedged, or far behind): the work was dropped; retry later."""
 
 
 class EngineFault(EngineError):
@@ -58,12 +68,14 @@ class ErrorKind(enum.Enum):
 
     QUEUE_FULL = "queue_full"
     SHUTTING_DOWN = "shutting_down"
+    STALLED = "stalled"
     FAULT = "fault"
 
 
 ERRORS: dict[ErrorKind, type[EngineError]] = {
     ErrorKind.QUEUE_FULL: QueueFull,
     ErrorKind.SHUTTING_DOWN: ShuttingDown,
+    ErrorKind.STALLED: EngineStalled,
     ErrorKind.FAULT: EngineFault,
 }
 KINDS = {error: kind for kind, error in ERRORS.items()}
@@ -81,6 +93,13 @@ class PairInfo(msgspec.Struct, frozen=True):
     @property
     def name(self) -> str:
         return pair_name(self.source, self.target)
+
+
+class Deadlines(msgspec.Struct, frozen=True):
+    """How long a worker waits for its engine (TRANSLATOR_ENGINE_STALL_S and TRANSLATOR_ENGINE_TIMEOUT_S)."""
+
+    silence_s: float  # heard nothing (no Pong) for this long: the engine is STALLED
+    answer_s: float  # a translation not answered within this: dropped (Cancel), answered 503
 
 
 # --- the messages ---------------------------------------------------------------------------------------------
@@ -101,9 +120,14 @@ class Cancel(msgspec.Struct, tag=True):
     id: int
 
 
+class Ping(msgspec.Struct, tag=True):
+    id: int
+
+
 class Ready(msgspec.Struct, tag=True):
     id: int
     pairs: list[PairInfo]
+    deadlines: Deadlines
 
 
 class Done(msgspec.Struct, tag=True):
@@ -117,8 +141,12 @@ class Failed(msgspec.Struct, tag=True):
     message: str = ""
 
 
-Request = Hello | Translate | Cancel
-Reply = Ready | Done | Failed
+class Pong(msgspec.Struct, tag=True):
+    id: int
+
+
+Request = Hello | Translate | Cancel | Ping
+Reply = Ready | Done | Failed | Pong
 
 _encoder = msgspec.msgpack.Encoder()
 _requests = msgspec.msgpack.Decoder(Request)
@@ -151,6 +179,10 @@ class EngineClient(Protocol):
     def pairs(self) -> list[PairInfo]:
         """The pairs served; known once the engine is READY."""
 
+    @property
+    def deadlines(self) -> Deadlines:
+        """How long a caller waits for this engine; known once it is READY."""
+
     async def prepare(self) -> None:
         """What needs no running engine (sockets); done before the HTTP port is served."""
 
@@ -158,8 +190,9 @@ class EngineClient(Protocol):
         """Load or wait for the engine; returns once it is READY."""
 
     async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
-        """The hypotheses of each sentence of `pair`, in order; raises an EngineError. Cancelling the call abandons
-        the sentences: they leave the queue and the running batch."""
+        """The hypotheses of each sentence of `pair`, in order, within deadlines.answer_s; raises an EngineError
+        (EngineStalled past the deadline). Cancelling the call abandons the sentences: they leave the queue and the
+        running batch."""
 
     def stop(self, deadline: float) -> Awaitable[None]:
         """DRAINING from this call on: no more work is taken; the awaitable returned ends once accepted work is

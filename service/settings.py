@@ -71,14 +71,63 @@ class Settings(BaseSettings):
         "runs at once, and under load sentences join the running batch at every step anyway (1 client: p50 15 "
         "against 20–28 ms with 5; 32 clients: the same throughput)"
     )
-    max_queue: int = Field(1024, ge=1, description="sentences waiting; beyond it requests get 503")
+    max_queue: int = Field(
+        1024, ge=1, description="sentences waiting (what the queue holds; its work is bounded by the two settings "
+        "below); beyond it requests get 503 with `Retry-After` at once"
+    )
+    max_queue_work: int = Field(
+        131072, ge=1, description="decoder rows × steps waiting, each sentence counted as in "
+        "`TRANSLATOR_MAX_REQUEST_WORK` (beam 8 counts eight times); beyond it requests get 503 with `Retry-After` "
+        "at once, but a request that finds nothing waiting is always taken. Until the engine knows its rate (after "
+        "some seconds of decoding with work waiting) this alone bounds the queue (131,072: about 8 s of beam-8 work "
+        "on our 2-core CPU)"
+    )
+    max_queue_wait_s: float = Field(
+        10.0, gt=0, description="how long a sentence may wait to join the running batch: a request whose work "
+        "could not start within three quarters of it, at the rate of the last seconds, gets 503 with `Retry-After` "
+        "at once; one whose waiting sentences can no longer start within it (the engine slowed down, or its rate "
+        "was not known yet) gets it as soon as that is known, before they start (in a drain, "
+        "`TRANSLATOR_DRAIN_SECONDS` holds instead). An accepted request is answered within this plus the decoding "
+        "of its own sentences"
+    )
     max_chars: int = Field(5000, ge=1, description="characters in one request")
+    max_file_chars: int = Field(
+        4_000_000, ge=1, description="characters of text in one file of `/translate_file` (its own limit, not "
+        "`TRANSLATOR_MAX_CHARS`); a larger file gets 413. A 1 MB .docx of plain English text holds about 2.7 million, "
+        "a long novel 1 to 3 million"
+    )
     max_body_bytes: int = Field(
         1 << 20, ge=1, description="bytes of one request body; a larger one gets 413 before it is read"
+    )
+    max_file_bytes: int = Field(
+        32 << 20, ge=1, description="bytes of one `/translate_file` body (the file and its form fields); a larger one "
+        "gets 413 before it is read"
+    )
+    max_header_bytes: int = Field(
+        65536, ge=1024, description="bytes of a request's head: its request line with the query string, and its "
+        "header fields (deep-translator sends `q` in the query string: 5,000 characters of any script fit); a "
+        "larger one gets 431 and its connection closes, a worker holding no more of it than this and one read"
+    )
+    max_header_fields: int = Field(100, ge=1, description="header fields of one request; more get 431")
+    keep_alive_s: float = Field(
+        5.0, gt=0, description="how long a connection may stay idle, before its first request or between two; "
+        "then it closes"
+    )
+    header_timeout_s: float = Field(
+        10.0, gt=0, description="how long a request's head may take from its first byte; then 408 and its "
+        "connection closes (a client sending a byte now and then holds no connection)"
+    )
+    body_timeout_s: float = Field(
+        30.0, gt=0, description="how long a request's body may take after its head; then 408 and its connection "
+        "closes (`TRANSLATOR_MAX_BODY_BYTES` in 30 s: 35 kB/s)"
     )
     max_sentences: int = Field(
         64, ge=1, description="sentences of one request submitted to the engine at once; a request with more is "
         "submitted in turns, never refused for its count"
+    )
+    protect_spans: bool = Field(
+        True, description="URLs, emails, @mentions, #hashtags, file paths, inline code, emoji and codes mixing letters "
+        "and digits come back exactly as written (service/worker/spans.py); false: translated like any text"
     )
     max_sentence_tokens: int = Field(250, ge=1, description="source tokens of one sentence")
     beam_size: int = Field(1, ge=1, description="default beam size (1: greedy)")
@@ -96,6 +145,15 @@ class Settings(BaseSettings):
     release_memory_after_s: float = Field(
         1.0, gt=0, description="once idle this long, memory that a heavy batch took (ONNX Runtime's arenas) is "
         "given back if the process grew 25 % past its size at start"
+    )
+    engine_stall_s: float = Field(
+        3.0, gt=0, description="an HTTP worker pings the engine process twice a second: silent this long, the "
+        "engine counts as stalled until it answers again (stopped or wedged): `/ready` answers 503, new requests "
+        "get 503 with `Retry-After` at once, and so do those waiting for it, whose work the engine drops"
+    )
+    engine_timeout_s: float = Field(
+        60.0, gt=0, description="the longest a request waits for the engine's answer: then it gets 503 with "
+        "`Retry-After` and the engine drops its work, as for a client that hung up"
     )
     drain_seconds: float = Field(
         20.0, ge=0, description="on SIGTERM: accepted work runs up to this long, what is left is answered 503 with "

@@ -54,9 +54,9 @@ class Supervisor:
         None: the models on ONNX Runtime."""
         self.settings = settings
         self.models = models
+        self.listener = listening_socket(settings.host, settings.port)  # first: a failed bind leaves nothing behind
         self.folder = tempfile.mkdtemp(prefix="translator-")  # the ipc socket, metrics files, translated files
         self.address = f"ipc://{self.folder}/engine"
-        self.listener = listening_socket(settings.host, settings.port)
         self.lifeline, self.lifeline_writer = SPAWN.Pipe(duplex=False)
         self.engine: BaseProcess | None = None
         self.workers: list[BaseProcess] = []

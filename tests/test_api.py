@@ -268,7 +268,8 @@ def test_translate_file_txt(url: str):
                           files={"file": ("story.txt", text.encode(), "text/plain")}, timeout=TIMEOUT)
     assert response.status_code == 200, response.text
     assert list(response.json()) == ["translatedFileUrl"]
-    assert download(response.json()["translatedFileUrl"]).text == translated(url, text, "en", "de")
+    lines = translated(url, [ENGLISH, ENGLISH_2], "en", "de")  # each line of a .txt file is a unit
+    assert download(response.json()["translatedFileUrl"]).text == "\n".join(lines) + "\n"
 
 
 def test_translate_file_html(url: str):

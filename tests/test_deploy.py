@@ -739,7 +739,8 @@ def test_nginx_spreads_requests_over_two_service_processes_and_skips_one_that_is
             answered_by.append(int(r.headers["X-Translator-Instance"].rsplit(":", 1)[1]))  # host:pid
         assert set(answered_by) == {b.process.pid for b in backends}
         # ...and each counted its share in its own /metrics, scraped directly as Prometheus does
-        counts = [scrape(b.url)["translator_requests_total"].get('{"status": "200"}', 0) for b in backends]
+        counts = [scrape(b.url)["translator_requests_total"].get('{"pair": "en-de", "status": "200"}', 0)
+                  for b in backends]
         assert all(c > 0 for c in counts) and sum(counts) == 12, counts
 
         # One replica goes down: every request still succeeds, on the other one.

@@ -2,8 +2,10 @@
 
 Each test runs the real command with 2 workers and checks what an operator relies on: the counts are the service's
 whatever worker is asked and whichever workers have died; a dead worker is replaced; a dead engine turns into 503s
-and exit status 1, never a hang; the supervisor killed outright leaves no process behind; one process still serves
-everything with --http-workers 0.
+and exit status 1, never a hang; a stopped engine (SIGSTOP) turns /ready and requests into 503s within the issue's
+bounds, and the service serves again once it resumes; work the engine does not answer in time gets 503 and is
+dropped; the supervisor killed outright leaves no process behind; one process still serves everything with
+--http-workers 0.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ def processes(service: RunningService) -> tuple[int, list[int]]:
 
 
 def translated_200s(url: str) -> float:
-    return metrics(url).get(("translator_requests_total", frozenset({("status", "200")})), 0.0)
+    return sum(value for (name, labels), value in metrics(url).items()
+               if name == "translator_requests_total" and ("status", "200") in labels)
 
 
 @pytest.fixture
@@ -96,6 +99,21 @@ def engine_steps(url: str) -> float:
     return metrics(url).get(("translator_decoder_steps_total", frozenset()), 0.0)
 
 
+def queued(url: str) -> float:
+    """Sentences waiting in the engine's queues (its gauges, read by whichever worker answers)."""
+    return sum(value for (name, _), value in metrics(url).items() if name == "translator_queue_depth")
+
+
+def ready_statuses(url: str) -> set[int]:
+    """/ready's statuses, asked on fresh connections: every worker answers some."""
+    return {httpx.get(url + "/ready", timeout=5).status_code for _ in range(10)}
+
+
+def assert_503_with_retry_after(response: httpx.Response) -> None:
+    assert_error(response, 503)
+    assert int(response.headers["retry-after"]) >= 1
+
+
 def test_when_the_engine_dies_requests_get_503_and_the_service_exits_1(tiny_model_dir: Path, tmp_path: Path):
     """A request in flight when the engine dies: its sentences wait for a batch that waits 2 s to fill, so the
     engine is killed while they are surely there, however fast the machine decodes."""
@@ -108,17 +126,68 @@ def test_when_the_engine_dies_requests_get_503_and_the_service_exits_1(tiny_mode
         def send() -> None:
             answers.append(httpx.post(url + "/translate", json=body(["A man rides a bicycle."] * 8), timeout=TIMEOUT))
 
-        def queued() -> float:
-            return sum(value for (name, _), value in metrics(url).items() if name == "translator_queue_depth")
-
         sender = threading.Thread(target=send)
         sender.start()
-        wait_until(lambda: queued() > 0, 30, "the request's sentences never waited in the queue")
+        wait_until(lambda: queued(url) > 0, 30, "the request's sentences never waited in the queue")
         os.kill(engine, signal.SIGKILL)
         sender.join(10)
         assert not sender.is_alive(), "the request in flight hung when the engine died"
         assert_error(answers[0], 503)
         assert service.process.wait(30) == 1, service.log_tail()
+
+
+def test_a_stopped_engine_gets_503s_within_bounds_and_serves_again_once_it_resumes(
+    tiny_model_dir: Path, tmp_path: Path
+):
+    """The engine process stopped (SIGSTOP) while a request waits for it (a batch waits 2 s to fill): /ready turns
+    503 on every worker within 10 s, the request in flight is answered 503 with Retry-After within 30 s, and a new
+    one at once, not when the engine resumes; after SIGCONT every worker is ready again and translates."""
+    with running_service(tiny_model_dir, tmp_path / "service.log", http_workers=WORKERS, threads=1,
+                         max_wait_ms=2000) as service:
+        url = service.url
+        engine, _ = processes(service)
+        wait_until(lambda: ready_statuses(url) == {200}, 30, "a worker never got ready")
+        answers: list[httpx.Response] = []
+        sender = threading.Thread(target=lambda: answers.append(
+            httpx.post(url + "/translate", json=body(["A man rides a bicycle."] * 8), timeout=TIMEOUT)))
+        sender.start()
+        wait_until(lambda: queued(url) > 0, 30, "the request's sentences never waited in the queue")
+        os.kill(engine, signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            wait_until(lambda: ready_statuses(url) == {503}, 10, "/ready did not turn 503 on every worker within 10 s")
+            sender.join(max(0.0, stopped + 30 - time.monotonic()))
+            assert not sender.is_alive(), "the request in flight got no answer within 30 s"
+            assert_503_with_retry_after(answers[0])
+            asked = time.monotonic()
+            assert_503_with_retry_after(httpx.post(url + "/translate", json=body("A dog runs."), timeout=TIMEOUT))
+            assert time.monotonic() - asked < 5, "a new request waited for the stopped engine"
+            assert alive(engine) and service.process.poll() is None  # stopped is not dead: nothing restarts
+        finally:
+            os.kill(engine, signal.SIGCONT)
+        wait_until(lambda: ready_statuses(url) == {200}, 30, "not ready again after SIGCONT")
+        assert translate(url, "A man rides a bicycle.")
+
+
+@pytest.mark.parametrize("workers", [WORKERS, 0], ids=["engine-process", "one-process"])
+def test_work_the_engine_does_not_answer_in_time_gets_503_and_is_dropped(
+    tiny_model_dir: Path, tmp_path: Path, workers: int
+):
+    """A lone sentence waits 5 s for company (max_wait_ms), past a deadline of 1 s (engine_timeout_s): it is answered
+    503 with Retry-After at the deadline, and the engine drops it, so no decoder step runs for it; the same with the
+    engine in the HTTP server's own process."""
+    with running_service(tiny_model_dir, tmp_path / "service.log", http_workers=workers, threads=1,
+                         max_wait_ms=5000, engine_timeout_s=1) as service:
+        url = service.url
+        wait_until(lambda: ready_statuses(url) == {200}, 30, "a worker never got ready")
+        steps = engine_steps(url)
+        started = time.monotonic()
+        assert_503_with_retry_after(httpx.post(url + "/translate", json=body("A dog runs."), timeout=TIMEOUT))
+        assert time.monotonic() - started < 5, "answered when the batch started, not at the deadline"
+        wait_until(lambda: queued(url) == 0, 2, "the sentence stayed in the queue")
+        time.sleep(max(0.0, started + 6 - time.monotonic()))  # past the 5 s it would have waited for company
+        assert engine_steps(url) == steps, "the engine decoded the dropped sentence"
+        assert ready_statuses(url) == {200}  # a slow answer is not a stalled engine
 
 
 def test_workers_that_keep_dying_stop_the_service_with_status_1(service: RunningService):

@@ -67,7 +67,9 @@ async def post_all(url: str, bodies: list[dict]) -> list[httpx.Response]:
 
 
 def sample(samples: dict[tuple[str, frozenset], float], name: str, **labels: str) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
+    """The sum of the samples of `name` that have these labels (and any others: every pair's, say)."""
+    wanted = frozenset(labels.items())
+    return sum(value for (found, their), value in samples.items() if found == name and wanted <= their)
 
 
 def run_load(url: str, sentences: list[str], concurrency: int, seconds: int, source: str = "en") -> dict:
@@ -116,6 +118,32 @@ def shipped_server(tmp_path_factory) -> Iterator[RunningService]:
 def test_shipped_model_translates_a_known_sentence(shipped_server: RunningService):
     german = translate(shipped_server.url, "A man is riding a bicycle.")
     assert "Mann" in german and "Fahrrad" in german, german
+
+
+REAL_WORLD = [  # the issue's examples: each span must come back exactly as written
+    ("Visit https://example.com/docs/setup?lang=en&v=2 for the details.", ["https://example.com/docs/setup?lang=en&v=2"]),
+    ("Please write to anna.schmidt@example.org if you need help.", ["anna.schmidt@example.org"]),
+    ("Your order A-77321 has been shipped.", ["A-77321"]),
+    ("I love this song 🎵 so much!", ["🎵"]),
+    ("Thanks @maria_k, the file /etc/nginx/nginx.conf works! #devops 👍", ["@maria_k", "/etc/nginx/nginx.conf",
+                                                                          "#devops", "👍"]),
+]
+
+
+def test_protected_spans_come_back_exactly_and_are_counted(shipped_server: RunningService):
+    before = metrics(shipped_server.url)
+    for text, spans in REAL_WORLD:
+        german = translate(shipped_server.url, text)
+        assert all(german.count(span) == 1 for span in spans), (text, german)
+    after = metrics(shipped_server.url)
+    counted = sum(sample(after, "translator_placeholders_total", how=how) -
+                  sample(before, "translator_placeholders_total", how=how) for how in ("copied", "put_back"))
+    assert counted == sum(len(spans) for _, spans in REAL_WORLD)
+
+
+@pytest.mark.parametrize("text", ["https://example.com/a?b=c", "anna@example.org 👍", "😀👍"])
+def test_a_text_of_spans_alone_comes_back_as_it_is(shipped_server: RunningService, text: str):
+    assert translate(shipped_server.url, text) == text
 
 
 def test_a_list_comes_back_in_order(server: RunningService):
@@ -220,12 +248,13 @@ def test_metrics_move_as_requests_arrive(server: RunningService):
     def moved(name: str, **labels: str) -> float:
         return sample(after, name, **labels) - sample(before, name, **labels)
 
-    assert moved("translator_requests_total", status="200") == 1
-    assert moved("translator_requests_total", status="400") == 1
+    assert moved("translator_requests_total", status="200", pair="en-de") == 1
+    assert moved("translator_requests_total", status="400", pair="") == 1  # the empty q: refused before it is read
     assert moved("translator_request_latency_seconds_count") == 2
-    assert moved("translator_input_tokens_total") >= len(SENTENCES[2].split())
-    assert moved("translator_output_tokens_total") > 0
+    assert moved("translator_input_tokens_total", pair="en-de") >= len(SENTENCES[2].split())
+    assert moved("translator_output_tokens_total", pair="en-de") > 0
     assert sample(after, "translator_model_info", model="en-de", provider="CPUExecutionProvider", precision="fp32")
+    assert sample(after, "translator_resident_memory_bytes", process="engine") > 0
 
 
 PROMETHEUS_CONFIG = """\

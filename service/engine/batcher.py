@@ -1,25 +1,30 @@
 """Iteration-level batching: sentences from all concurrent requests share every decoder step.
 
-A request submits its sentences and awaits their results. A thread of its own (the batcher's loop) keeps one
-running batch (core.search.RunningBatch) over the model's decoder and, before every step, lets waiting sentences
-join it as the admission policy says (service.engine.admission: requests take turns, within the batch's bounds). A
-sentence leaves the batch at the step it ends and its request hears at once; its place is free for the next
-waiting sentence. Greedy and beam sentences of any beam size share the batch, so a short greedy request sent while
-long beam requests run is done after its own few steps, not after theirs.
+A request submits its sentences and awaits their results; the admission policy (service.engine.admission) refuses
+it at once (QueueFull, 503) when the work waiting could not start in time. A thread of its own (the batcher's loop)
+keeps one running batch (core.search.RunningBatch) over the model's decoder and, before every step, answers 503 to
+the requests whose sentences cannot join within max_queue_wait_s and lets waiting sentences join the batch as the
+policy says (requests take turns, within the batch's bounds). A sentence leaves the batch at the step it ends and its
+request hears at once; its place is free for the next waiting sentence. Greedy and beam sentences of any beam size
+share the batch, so a short greedy request sent while long beam requests run is done after its own few steps, not
+after theirs. The loop also measures the rate at which the batch gets through work while work waits
+(admission.Throughput): the policy's estimate of when waiting work can start.
 
 When the batch is empty, the first sentence waits up to max_wait_ms for company (the default is 0). The event loop
 only queues and awaits, so it keeps answering /health and /metrics while the loop decodes.
 
 Nothing accepted is dropped silently, and nothing abandoned costs work: a request whose client hung up (its task is
-cancelled) has its sentences leave the queue, or the running batch before the next step. Stopping finishes what
-was accepted up to a deadline, then answers what is left with ShuttingDown. Once idle, the memory that a heavy
-batch took is given back (service.engine.memory).
+cancelled) has its sentences leave the queue, or the running batch before the next step; so does a request one of
+whose sentences was answered 503. Stopping finishes what was accepted up to a deadline (the drain's, in place of
+max_queue_wait_s), then answers what is left with ShuttingDown. Once idle, the memory that a heavy batch took is
+given back (service.engine.memory).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,7 +32,7 @@ from typing import Protocol
 
 from core.folder import ModelConfig
 from core.search import Decoder, Hypothesis, RunningBatch, SearchOptions, Sentence
-from service.engine.admission import Admission
+from service.engine.admission import Admission, Throughput
 from service.engine.memory import MemoryWatch
 from service.metrics import Metrics
 from service.protocol import QueueFull, ShuttingDown
@@ -52,7 +57,9 @@ class Job:
     future: asyncio.Future
     turn: int = 0  # its place in its request: the request's first sentence has turn 0
     enqueued: float = field(default_factory=time.perf_counter)
+    work: int = 0  # decoder row-steps it may take: beam size x its longest translation
     joined: float = 0.0  # when it joined the running batch
+    first_step: int = 0  # the batcher's step count when it joined
 
     @property
     def abandoned(self) -> bool:
@@ -71,12 +78,16 @@ class Batcher:
         max_wait_ms: float,
         max_queue: int,
         release_after: float = 1.0,
+        max_queue_work: float = math.inf,
+        max_queue_wait_s: float = math.inf,
     ):
         self.model = model
         self.metrics = metrics
         self.name = name
         self.queue_depth = metrics.queue_depth.labels(name)
-        self.admission = Admission(max_batch_sentences, max_batch_tokens, max_queue)
+        self.admission = Admission(max_batch_sentences, max_batch_tokens, max_queue, max_queue_work, max_queue_wait_s)
+        self.throughput = Throughput()  # guarded by `changed`
+        self.steps = 0  # decoder steps taken (only the loop's thread counts them)
         self.max_wait = max_wait_ms / 1000
         self.release_after = release_after
         self.pending: list[Job] = []  # waiting to join, oldest first; guarded by `changed`
@@ -112,20 +123,21 @@ class Batcher:
 
     async def submit(self, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
         """Queue the sentences of one request; returns their hypotheses in the same order."""
-        loop = asyncio.get_running_loop()
-        jobs = [Job(ids, opts, loop.create_future(), turn) for turn, ids in enumerate(sentences)]
+        loop, now, cfg = asyncio.get_running_loop(), time.perf_counter(), self.model.model_config
+        jobs = [Job(ids, opts, loop.create_future(), turn, now, opts.beam_size * opts.longest(len(ids), cfg))
+                for turn, ids in enumerate(sentences)]
         with self.changed:
             if self.closing:
                 raise ShuttingDown()
-            if not self.admission.accepts(len(self.pending), len(sentences)):
+            if not self.admission.accepts(self.pending, jobs, self.throughput.rate):
                 raise QueueFull()
             self.pending.extend(jobs)
             self.queue_depth.set(len(self.pending))
             self.changed.notify()
         try:
             return await asyncio.gather(*(job.future for job in jobs))
-        except asyncio.CancelledError:  # the client is gone: nobody waits for these sentences any more
-            for job in jobs:
+        except (asyncio.CancelledError, Exception):  # the client is gone, or a sentence was answered 503 or failed:
+            for job in jobs:  # nobody waits for the others any more
                 job.future.cancel()
             with self.changed:
                 self.pending = [j for j in self.pending if not j.abandoned]
@@ -141,20 +153,36 @@ class Batcher:
             with self.changed:
                 if not self.running and not self._wait_for_work(memory):
                     return
+                self._expire()
                 joining = self._take_joining()
+                backlog = bool(self.pending)  # work waits beyond what joins: the batch runs as full as it may
+            started, rows, ended = time.perf_counter(), 0, []
             try:
                 if joining:
                     self._join(batch, joining)
                 self._drop_abandoned(batch)
                 if len(batch):
-                    self._step(batch)
+                    rows, ended = batch.rows, self._step(batch)
             except Exception as error:  # a fault fails the requests in the batch, never the service
                 log.exception("translator failed with %d sentences in the batch", len(self.running) + len(joining))
                 for job in self.running + joining:
                     self._answer(job, error)
                 self.running = []
                 batch = RunningBatch(self.model.new_decoder(), self.model.model_config)
+            self._measure(rows if backlog else 0, time.perf_counter() - started, ended)
             self.metrics.running_rows.set(batch.rows)
+
+    def _measure(self, rows: int, seconds: float, ended: list[Job]) -> None:
+        """What the admission's rate reads: a step of `rows` rows taken with a backlog (0: none), and the row-steps
+        that the sentences which ended took against the work they were counted as."""
+        if not rows and not ended:
+            return
+        with self.changed:
+            if rows:
+                self.throughput.decoded(rows, seconds)
+            if ended:
+                used = sum(job.opts.beam_size * (self.steps - job.first_step) for job in ended)
+                self.throughput.ended(used, sum(job.work for job in ended))
 
     def _wait_for_work(self, memory: MemoryWatch) -> bool:
         """With the batch empty, wait for a sentence (giving memory back when idle long), then give it up to
@@ -173,10 +201,28 @@ class Batcher:
             self.changed.wait(left)
         return True
 
+    def _expire(self) -> None:
+        """Answer 503 (QueueFull) to the requests whose sentences cannot join within max_queue_wait_s, unstarted;
+        their other sentences then leave too (submit). Not in a drain: the drain's deadline holds then."""
+        if self.closing:
+            return
+        rate = self.throughput.rate
+        if not (overdue := self.admission.overdue(self.pending, time.perf_counter(), rate)):
+            return
+        log.warning("%d waiting sentences cannot join the batch within %.0f s (at %s row-steps a second): their "
+                    "requests are answered 503", len(overdue), self.admission.max_queue_wait,
+                    "an unknown number of" if rate is None else f"{rate:,.0f}")
+        for job in overdue:
+            self._answer(job, QueueFull("cannot start within the queue's deadline"))
+        gone = set(overdue)
+        self.pending = [j for j in self.pending if j not in gone]
+        self.queue_depth.set(len(self.pending))
+
     def _take_joining(self) -> list[Job]:
         """The waiting sentences that fit into the running batch, requests taking turns."""
         self.pending = [j for j in self.pending if not j.abandoned]
-        joining = self.admission.joining(self.pending, [len(j.ids) for j in self.running if not j.abandoned])
+        running = [len(j.ids) for j in self.running if not j.abandoned]
+        joining = self.admission.joining(self.pending, running, time.perf_counter())
         if joining:
             taken = set(joining)
             self.pending = [j for j in self.pending if j not in taken]
@@ -190,8 +236,7 @@ class Batcher:
         self.metrics.inference.labels("encode").observe(now - started)
         for job in joining:
             self.metrics.queue_wait.observe(started - job.enqueued)
-            job.joined = now
-        self.metrics.input_tokens.inc(sum(len(j.ids) for j in joining))
+            job.joined, job.first_step = now, self.steps
         self.running += joining
 
     def _drop_abandoned(self, batch: RunningBatch) -> None:
@@ -200,10 +245,12 @@ class Batcher:
             batch.remove(gone)
             self.running = [j for j in self.running if j not in gone]
 
-    def _step(self, batch: RunningBatch) -> None:
+    def _step(self, batch: RunningBatch) -> list[Job]:
+        """One decoder step; the sentences that ended at it."""
         self.metrics.batch_size.observe(len(batch))
         started = time.perf_counter()
         ended = batch.step()
+        self.steps += 1
         now = time.perf_counter()
         self.metrics.step_time.observe(now - started)
         self.metrics.decoder_steps.inc()
@@ -212,12 +259,12 @@ class Batcher:
         if ended:
             done = {s.key for s in ended}
             self.running = [j for j in self.running if j not in done]
+        return [s.key for s in ended]
 
     def _finish(self, sentence: Sentence, now: float) -> None:
         job: Job = sentence.key
         hyps = sentence.result()
         self.metrics.inference.labels("decode").observe(now - job.joined)
-        self.metrics.output_tokens.inc(len(hyps[0].tokens) + 1 if hyps else 0)
         self._answer(job, hyps)
 
     def _answer(self, job: Job, result: list[Hypothesis] | Exception) -> None:

@@ -7,8 +7,10 @@
 
 It runs in the engine process of `python -m service` (service.engine.server serves it to the HTTP workers), or
 inside the one process that serves everything (TRANSLATOR_HTTP_WORKERS=0). Either way it is an EngineClient
-(service.protocol). A model loader (load_model: a folder's pairs and what translates them) may stand in for ONNX
-Runtime (service.testing's echo model, for tests and benchmarks of everything around it).
+(service.protocol), and a translation not answered within TRANSLATOR_ENGINE_TIMEOUT_S is dropped and answered
+EngineStalled (503). In the process that serves everything it is never STALLED: it cannot stop apart from its
+HTTP server, which would stop answering too. A model loader (load_model: a folder's pairs and what translates them)
+may stand in for ONNX Runtime (service.testing's echo model, for tests and benchmarks of everything around it).
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from typing import Protocol
 from core.folder import model_folders
 from core.search import Hypothesis, SearchOptions
 from service.engine.batcher import Batcher
+from service.engine.memory import resident_bytes
 from service.engine.sessions import ModelSessions
 from service.metrics import Metrics
-from service.protocol import PairInfo, Phase, ShuttingDown
+from service.protocol import Deadlines, EngineStalled, PairInfo, Phase, ShuttingDown
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
+MEMORY_REPORT_S = 5.0  # how often the engine reports its resident memory (translator_resident_memory_bytes)
 
 
 class Runner(Protocol):
@@ -58,7 +62,7 @@ def load_model(folder: Path, settings: Settings, metrics: Metrics) -> tuple[list
     log.info("model %s (%s) ready on %s (%s)", model.name, folder, model.provider, s.precision)
     metrics.model_info.labels(model.name, model.provider, s.precision).set(1)
     batcher = Batcher(model, metrics, model.name, s.max_batch_sentences, s.max_batch_tokens, s.max_wait_ms,
-                      s.max_queue, s.release_memory_after_s)
+                      s.max_queue, s.release_memory_after_s, s.max_queue_work, s.max_queue_wait_s)
     pairs = [PairInfo(source, target, str(folder), model.provider, s.precision) for source, target in
              model.config.pairs]
     return pairs, batcher
@@ -71,8 +75,10 @@ class Engine:
         self.loader = loader
         self.phase = Phase.LOADING
         self.pairs: list[PairInfo] = []
+        self.deadlines = Deadlines(settings.engine_stall_s, settings.engine_timeout_s)
         self.runners: list[Runner] = []  # one per model folder
         self.routes: dict[str, Runner] = {}  # pair name -> its folder's runner
+        self.memory_report: asyncio.Task | None = None
 
     async def prepare(self) -> None:
         """Nothing: in this process the models load in start(), while /health answers."""
@@ -91,7 +97,14 @@ class Engine:
             self.runners.append(runner)
         for runner in self.runners:
             runner.start()
+        self.memory_report = asyncio.create_task(self.report_memory())
         self.phase = Phase.READY
+
+    async def report_memory(self) -> None:
+        """This process's resident memory, in the metrics every MEMORY_REPORT_S while the engine serves."""
+        while True:
+            self.metrics.resident_memory.labels("engine").set(resident_bytes())
+            await asyncio.sleep(MEMORY_REPORT_S)
 
     def pair(self, name: str) -> PairInfo:
         return next(pair for pair in self.pairs if pair.name == name)
@@ -99,10 +112,18 @@ class Engine:
     async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
         if self.phase is not Phase.READY:
             raise ShuttingDown()
-        return await self.routes[pair].submit(sentences, opts)
+        try:
+            hyps = await asyncio.wait_for(self.routes[pair].submit(sentences, opts), self.deadlines.answer_s)
+        except TimeoutError:  # wait_for cancelled the submission: its sentences left the queue and the batch
+            raise EngineStalled(f"no answer within {self.deadlines.answer_s:g} s") from None
+        self.metrics.input_tokens.labels(pair).inc(sum(len(ids) for ids in sentences))
+        self.metrics.output_tokens.labels(pair).inc(sum(len(h[0].tokens) + 1 for h in hyps if h))  # with </s>
+        return hyps
 
     def stop(self, deadline: float | None = None) -> Awaitable[None]:
         """DRAINING from this call on; the awaitable stops every runner: accepted work finishes up to `deadline`
         seconds, what is left is answered ShuttingDown (503)."""
         self.phase = Phase.DRAINING
+        if self.memory_report:
+            self.memory_report.cancel()
         return asyncio.gather(*(runner.stop(deadline) for runner in self.runners))

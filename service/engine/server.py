@@ -2,7 +2,8 @@
 (service.worker.remote), over ipc:// in the service's private folder. The messages are service.protocol's.
 
 The lifeline (a pipe whose only writer is the engine process) is held by service.engine.process: when this process
-ends, every worker reads EOF at once.
+ends, every worker reads EOF at once. A Ping is answered at once, here on the event loop (the batchers decode in
+their own threads): a worker that hears no Pong knows that this process is stopped or its loop wedged.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from service.protocol import (
     ErrorKind,
     Failed,
     Hello,
+    Ping,
+    Pong,
     Ready,
     Reply,
     Request,
@@ -50,6 +53,9 @@ class EngineServer:
             worker, payload = await self.socket.recv_multipart()
             message = decode_request(payload)
             key = (worker, message.id)
+            if isinstance(message, Ping):
+                await self.socket.send_multipart([worker, encode(Pong(message.id))])
+                continue
             if isinstance(message, Cancel):
                 if (task := self.tasks.get(key)) is not None:
                     task.cancel()
@@ -72,7 +78,7 @@ class EngineServer:
     async def _reply(self, message: Hello | Translate) -> Reply:
         if isinstance(message, Hello):
             await self.loaded.wait()
-            return Ready(message.id, self.engine.pairs)
+            return Ready(message.id, self.engine.pairs, self.engine.deadlines)
         return Done(message.id, await self.engine.translate(message.pair, message.sentences, message.opts))
 
     def close(self) -> None:

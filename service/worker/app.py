@@ -30,7 +30,7 @@ from service.settings import Settings
 from service.worker import errors
 from service.worker.detect import LanguageDetector
 from service.worker.files import TranslatedFiles
-from service.worker.middleware import BodyLimit, Observe
+from service.worker.middleware import BodyLimit, CloseWhenStopping, Observe
 from service.worker.pairs import Pairs
 from service.worker.params import invisible_characters
 from service.worker.pipeline import Pipeline
@@ -63,6 +63,10 @@ class State:
             return Phase.LOADING
         return self.engine.phase
 
+    def stopping(self) -> bool:
+        """Whether this worker is on its way out: draining, or its engine gone (its answers say Connection: close)."""
+        return self.phase in (Phase.DRAINING, Phase.GONE)
+
     def drain(self) -> asyncio.Future:
         """Stop taking work; accepted work finishes up to drain_seconds, then what is left is answered 503."""
         if self.draining is None:
@@ -70,10 +74,11 @@ class State:
         return self.draining
 
 
-def pipeline_for(engine: EngineClient, settings: Settings) -> Pipeline:
-    """The pairs' tokenizers and the language detector over every language served (a moment's work: in a thread)."""
+def pipeline_for(engine: EngineClient, settings: Settings, metrics: Metrics) -> Pipeline:
+    """The pairs' tokenizers and the language detector over every language served that it knows (a moment's work: in
+    a thread)."""
     pairs = Pairs.load(engine.pairs)
-    return Pipeline(engine, pairs, LanguageDetector(pairs.languages), settings)
+    return Pipeline(engine, pairs, LanguageDetector(pairs.languages, skip_unknown=True), settings, metrics)
 
 
 async def prepare(state: State) -> None:
@@ -86,7 +91,7 @@ async def prepare(state: State) -> None:
 async def start(state: State) -> None:
     """Wait for the engine (the models load in the background: /health answers meanwhile), then take requests."""
     await state.engine.start()
-    state.pipeline = await asyncio.to_thread(pipeline_for, state.engine, state.settings)
+    state.pipeline = await asyncio.to_thread(pipeline_for, state.engine, state.settings, state.metrics)
     state.serving.set()
     log.info("serving %s", state.pipeline.pairs.names)
 
@@ -135,9 +140,10 @@ def create_app(
     for routes in (translate, files, languages, operations, pages):
         app.include_router(routes.router)
     errors.install(app)
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, file_limit=settings.max_file_bytes)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["*"], max_age=600)
     app.add_middleware(Observe, metrics=metrics, instance=instance(main_pid))
+    app.add_middleware(CloseWhenStopping, stopping=state.stopping)
     return app

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from service.protocol import EngineError, EngineFault, EngineGone, Phase, QueueFull, ShuttingDown
+from service.protocol import EngineError, EngineFault, EngineGone, EngineStalled, Phase, QueueFull, ShuttingDown
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,8 @@ class TooLarge(RequestError):
 
 
 class Unavailable(RequestError):
-    """Not now: the models are loading, the server is shutting down (503 with Retry-After)."""
+    """Not now: the models are loading, the engine is not answering, the server is shutting down (503 with
+    Retry-After)."""
 
     status = 503
 
@@ -67,6 +68,7 @@ class NotServing(Unavailable):
 
     MESSAGES = {
         Phase.LOADING: "Models are loading",
+        Phase.STALLED: "Server busy: the engine is not answering",
         Phase.DRAINING: "Server shutting down",
         Phase.GONE: "The engine is not running; the service is restarting",
     }
@@ -87,6 +89,7 @@ class ClientGone(RequestError):
 ENGINE_ANSWERS: dict[type[EngineError], tuple[int, str]] = {
     QueueFull: (503, "Server busy: the queue is full"),
     ShuttingDown: (503, "Server shutting down"),
+    EngineStalled: (503, "Server busy: the engine did not answer in time"),
     EngineGone: (503, "The engine is not running; the service is restarting"),
     EngineFault: (500, "internal error"),
 }

@@ -2,8 +2,10 @@
 
 Clients send them every way: libretranslatepy as a form body, deep-translator as query parameters of a POST,
 browsers and curl as JSON. Whatever the body, reading it never ends in a 500: malformed JSON, JSON nested too
-deep, integers too long to parse, text that is not UTF-8 or holds lone surrogates are all a 400. With API keys
-set, the key is checked before anything else is said about the request (403 first).
+deep, integers too long to parse, a JSON or form body that is not UTF-8 (whatever charset it names), text that
+holds lone surrogates are all a 400. A key given twice in JSON keeps its last value, as Python's json reads it. With
+API keys set, the key is checked before anything else is said about the request (403 first), but for what is too
+large to read (service.worker.middleware.BodyLimit), whose key cannot be read without reading it.
 """
 
 from __future__ import annotations
@@ -12,15 +14,21 @@ import functools
 import json
 import sys
 import unicodedata
+from collections.abc import Iterable
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import Request
+from python_multipart.multipart import parse_options_header
 from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
 
 from service.worker.errors import Forbidden, InvalidRequest
 
 JSON = "application/json"
-FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+URLENCODED = "application/x-www-form-urlencoded"
+MULTIPART = "multipart/form-data"
+MAX_FIELDS = 1000  # parameters of a query string (middleware.BodyLimit), fields of a form (as Starlette allows)
 
 
 def media_type(request: Request) -> str:
@@ -28,15 +36,36 @@ def media_type(request: Request) -> str:
     return request.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
-def merged(items: list[tuple[str, Any]]) -> dict[str, Any]:
-    """Key/value pairs as a dict; a key given more than once (q=a&q=b) becomes a list."""
-    params: dict[str, Any] = {}
+def merged(items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """Key/value pairs as a dict; a key given more than once (q=a&q=b) becomes a list. Linear in the pairs."""
+    values: dict[str, list[Any]] = {}
     for key, value in items:
-        if key in params:
-            params[key] = [*params[key], value] if isinstance(params[key], list) else [params[key], value]
-        else:
-            params[key] = value
-    return params
+        values.setdefault(key, []).append(value)
+    return {key: found[0] if len(found) == 1 else found for key, found in values.items()}
+
+
+class Utf8MultiPartParser(MultiPartParser):
+    """Starlette's multipart parser, but a field's name or value, or a file's name, that is not UTF-8 is an error
+    (Starlette reads it as latin-1)."""
+
+    def on_headers_finished(self) -> None:
+        _, options = parse_options_header(self._current_part.content_disposition)
+        for value in options.values():
+            utf8(value, "a part's name or file name")
+        super().on_headers_finished()
+
+    def on_part_end(self) -> None:
+        if self._current_part.file is None:
+            utf8(self._current_part.data, f"the value of {self._current_part.field_name}")
+        super().on_part_end()
+
+
+def utf8(raw: bytes | bytearray, what: str) -> None:
+    """MultiPartException unless `raw` is UTF-8 (`what` names it)."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MultiPartException(f"{what} is not UTF-8") from None
 
 
 async def read_body(request: Request) -> tuple[dict[str, Any], str | None]:
@@ -47,15 +76,29 @@ async def read_body(request: Request) -> tuple[dict[str, Any], str | None]:
         if not raw.strip():
             return {}, None
         try:
-            body = json.loads(raw)
-        except (ValueError, RecursionError) as error:  # JSONDecodeError, non-UTF-8, 5,000-digit ints, deep nesting
+            body = json.loads(raw.decode("utf-8-sig"))  # UTF-8, with or without a byte order mark
+        except UnicodeDecodeError:
+            return {}, "the JSON body is not UTF-8"
+        except (ValueError, RecursionError) as error:  # JSONDecodeError, 5,000-digit ints, deep nesting
             return {}, f"malformed JSON ({str(error)[:120]})"
         if not isinstance(body, dict):
             return {}, "the JSON body must be an object"
         return body, None
-    if kind in FORMS:
-        form = await request.form()
-        return merged(list(form.multi_items())), None
+    if kind == URLENCODED:
+        try:
+            text = (await request.body()).decode("utf-8")
+            items = parse_qsl(text, keep_blank_values=True, errors="strict", max_num_fields=MAX_FIELDS)
+        except UnicodeDecodeError:
+            return {}, "the form is not UTF-8"
+        except ValueError:
+            return {}, f"more than {MAX_FIELDS} form fields"
+        return merged(items), None
+    if kind == MULTIPART:
+        try:
+            form = await Utf8MultiPartParser(request.headers, request.stream(), max_fields=MAX_FIELDS).parse()
+        except MultiPartException as error:
+            return {}, error.message
+        return merged(form.multi_items()), None
     if await request.body():
         return {}, f"unsupported Content-Type {kind!r}: send JSON ({JSON}) or a form"
     return {}, None
@@ -65,7 +108,7 @@ async def read_params(request: Request, api_keys: list[str]) -> dict[str, Any]:
     """Query string and body parameters merged (the body wins); 403 for a missing or wrong key when keys are set,
     then 400 for a body that cannot be read or text that is not valid Unicode."""
     body, problem = await read_body(request)
-    params = {**merged(list(request.query_params.multi_items())), **body}
+    params = {**merged(request.query_params.multi_items()), **body}
     if api_keys and params.get("api_key") not in api_keys:
         raise Forbidden("Invalid API key")
     if problem:

@@ -13,6 +13,7 @@ import asyncio
 from dataclasses import dataclass
 
 from core.search import Hypothesis, SearchOptions
+from service.metrics import Metrics
 from service.protocol import EngineClient
 from service.settings import Settings
 from service.worker.detect import LanguageDetector
@@ -21,9 +22,13 @@ from service.worker.html import HtmlText
 from service.worker.pairs import Pair, Pairs, language_name
 from service.worker.params import clean_text
 from service.worker.schemas import DetectedLanguage, TranslateRequest, TranslateResponse
+from service.worker.spans import Protected, protect, unprotected
 from service.worker.text import join_translations, sentences_of, split_sentences
 
 NOTHING_DETECTED = ("en", 0.0)  # LibreTranslate's detection of text with nothing to detect
+DOCUMENT_BATCH = 64  # texts (paragraphs, cells, cues) of a document in one internal request
+DOCUMENT_REQUESTS = 3  # a document's internal requests at a time: enough to keep the running batch full
+DOCUMENT_SAMPLE = 5000  # characters of a document its language is detected on
 
 
 @dataclass
@@ -34,6 +39,7 @@ class Text:
     pair: Pair | None  # None: already in the target language, given back as it is
     detected: tuple[str, float] | None  # (language, confidence) when source was "auto"
     html: HtmlText | None
+    segments: list[Protected]  # the text, or each text node of HTML, with its protected spans taken out
     layouts: list[list[str]]  # one split_sentences() layout per segment
     translations: list[list[str]] | None = None  # per alternative, one translation per sentence
 
@@ -41,22 +47,29 @@ class Text:
     def sentences(self) -> list[str]:
         return [sentence for layout in self.layouts for sentence in sentences_of(layout)]
 
-    def render(self, k: int) -> str:
-        """The k-th alternative of this text, in its layout and markup; the text itself when nothing was translated."""
+    def render(self, k: int) -> tuple[str, int]:
+        """The k-th alternative of this text, in its layout and markup, its protected spans back; the text itself when
+        nothing was translated. And how many spans had to be put back by place (the model dropped their
+        placeholder)."""
         if self.translations is None:
-            return self.original
-        segments, it = [], iter(self.translations[k])
-        for layout in self.layouts:
-            segments.append(join_translations(layout, [next(it) for _ in sentences_of(layout)]))
-        return self.html.render(segments) if self.html else segments[0]
+            return self.original, 0
+        segments, put_back, it = [], 0, iter(self.translations[k])
+        for protected, layout in zip(self.segments, self.layouts):
+            segment, missing = protected.restore(join_translations(layout, [next(it) for _ in sentences_of(layout)]))
+            segments.append(segment)
+            put_back += missing
+        return (self.html.render(segments) if self.html else segments[0]), put_back
 
 
 class Pipeline:
-    def __init__(self, engine: EngineClient, pairs: Pairs, detector: LanguageDetector, settings: Settings):
+    def __init__(
+        self, engine: EngineClient, pairs: Pairs, detector: LanguageDetector, settings: Settings, metrics: Metrics
+    ):
         self.engine = engine
         self.pairs = pairs
         self.detector = detector
         self.settings = settings
+        self.metrics = metrics
         # no translation is longer than the positions of its model: a larger max_length is capped, never an error
         self.longest_output = max(pair.config.model.max_len for pair in pairs.pairs.values())
 
@@ -79,10 +92,9 @@ class Pipeline:
         if (chars := sum(len(text) for text in texts)) > (limit := self.settings.max_chars):
             raise InvalidRequest(f"{chars} characters, the limit is {limit}")
 
-    def check(self, req: TranslateRequest, texts: list[str]) -> None:
-        """Every rule about the request as a whole, before any text is looked at closely."""
+    def check(self, req: TranslateRequest) -> None:
+        """Every rule about the options and languages of a request, before any text is looked at closely."""
         s = self.settings
-        self.check_texts(texts)
         if req.alternatives > s.max_alternatives:
             raise InvalidRequest(f"alternatives parameter must be <= {s.max_alternatives}")
         if self.beam_size(req) > s.max_beam_size:
@@ -94,6 +106,12 @@ class Pipeline:
             raise Unsupported(f"{req.target} is not supported")
         if req.source not in ("auto", req.target) and not self.pairs.pair(req.source, req.target):
             raise Unsupported(self.not_available(req.source, req.target))
+
+    def pair_label(self, req: TranslateRequest) -> str:
+        """The served pair that a request names, as its metrics label it (service.metrics): its name, or "" for a pair
+        not served and for source "auto" (its texts may go to several)."""
+        pair = self.pairs.pair(req.source, req.target)
+        return pair.name if pair else ""
 
     def not_available(self, source: str, target: str) -> str:
         """LibreTranslate's words for two languages served, but not as a pair."""
@@ -131,17 +149,57 @@ class Pipeline:
             raise Unsupported(self.not_available(ranked[0][0], req.target))
         return self.pairs.pair(found[0], req.target), found
 
-    def prepare(self, text: str, req: TranslateRequest) -> Text:
+    def prepare(self, original: str, req: TranslateRequest) -> Text:
+        """A text of q cleaned (clean_text), its markup and protected spans taken out, routed and split; a text with
+        nothing to translate is given back as it came."""
+        text = clean_text(original)
         html = HtmlText(text) if req.format == "html" else None
-        visible = " ".join(html.texts) if html else text
+        segments = [protect(segment) if self.settings.protect_spans else unprotected(segment)
+                    for segment in (html.texts if html else [text])]
+        visible = " ".join(segment.text for segment in segments)  # a URL alone leaves nothing to translate
         pair, detected = self.route(visible, req) if translatable(visible) else (None, None)
-        segments = html.texts if html else [text]
         language = pair.source if pair else req.target
-        return Text(text, pair, detected, html, [split_sentences(segment, language) for segment in segments])
+        layouts = [split_sentences(segment.text, language) for segment in segments]
+        return Text(original, pair, detected, html, segments, layouts)
 
     async def translate(self, req: TranslateRequest) -> TranslateResponse:
-        texts = [clean_text(text) for text in ([req.q] if isinstance(req.q, str) else req.q)]
-        self.check(req, texts)
+        """A request: at most max_chars characters, and max_request_work decoder row-steps."""
+        texts = [req.q] if isinstance(req.q, str) else req.q
+        self.check_texts([clean_text(text) for text in texts])
+        return await self.run(req, texts, work_limit=True)
+
+    async def translate_document(self, texts: list[str], source: str, target: str) -> list[str]:
+        """A document's texts (service.worker.documents; TRANSLATOR_MAX_FILE_CHARS bounds it when it is read, not
+        the request limits): with source "auto" its language is detected once, on the whole document; then
+        DOCUMENT_BATCH texts a request, DOCUMENT_REQUESTS requests at a time, so that the running batch stays full."""
+        check = TranslateRequest(q=texts or [""], source=source, target=target)
+        self.check(check)
+        if check.source == "auto":
+            check.source = self.document_language(texts, check.target)
+        translated: list[str] = list(texts)
+        running = asyncio.Semaphore(DOCUMENT_REQUESTS)
+
+        async def batch(begin: int) -> None:
+            req = check.model_copy(update={"q": texts[begin : begin + DOCUMENT_BATCH]})
+            async with running:
+                answer = await self.run(req, req.q, work_limit=False)
+            translated[begin : begin + DOCUMENT_BATCH] = answer.translatedText
+
+        await asyncio.gather(*(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH)))
+        return translated
+
+    def document_language(self, texts: list[str], target: str) -> str:
+        """The language of a document, detected on its first DOCUMENT_SAMPLE characters of text: the target itself
+        (everything is given back as it is), or the likeliest language with a pair into the target."""
+        sample = " ".join(text for text in texts if translatable(text))[:DOCUMENT_SAMPLE]
+        if not translatable(sample):
+            return target
+        pair, _ = self.route(sample, TranslateRequest(q=sample, source="auto", target=target))
+        return pair.source if pair else target
+
+    async def run(self, req: TranslateRequest, texts: list[str], work_limit: bool) -> TranslateResponse:
+        """Clean, route, split, tokenize and submit the texts; `work_limit`: refuse more than max_request_work."""
+        self.check(req)
         prepared = [self.prepare(text, req) for text in texts]
         by_pair: dict[str, list[Text]] = {}
         for text in prepared:
@@ -152,21 +210,22 @@ class Pipeline:
             pair = group[0].pair
             ids[name] = pair.source_ids([s for t in group for s in t.sentences])
         opts = self.search_options(req)
-        self.check_sizes([x for pair_ids in ids.values() for x in pair_ids], opts)
+        self.check_sizes([x for pair_ids in ids.values() for x in pair_ids], opts, work_limit)
         await asyncio.gather(*(self.submit(group, ids[name], opts) for name, group in by_pair.items()))
         return self.answer(req, prepared)
 
-    def check_sizes(self, sentences: list[list[int]], opts: SearchOptions) -> None:
-        """No sentence longer than max_sentence_tokens, and at most max_request_work decoder rows x steps in all, so
-        that one request cannot hold the engine (and its memory) for long: beam size x the longest translation
-        allowed, summed over the sentences."""
+    def check_sizes(self, sentences: list[list[int]], opts: SearchOptions, work_limit: bool) -> None:
+        """No sentence longer than max_sentence_tokens, and (`work_limit`) at most max_request_work decoder rows x
+        steps in all, so that one request cannot hold the engine (and its memory) for long: beam size x the longest
+        translation allowed, summed over the sentences."""
         s = self.settings
         if not sentences:
             return
         if (longest := max(len(x) for x in sentences)) > s.max_sentence_tokens:
             limit = s.max_sentence_tokens
             raise InvalidRequest(f"a sentence of {longest} tokens, the limit is {limit}")
-        if (work := opts.beam_size * sum(opts.longest(len(x)) for x in sentences)) > s.max_request_work:
+        work = opts.beam_size * sum(opts.longest(len(x)) for x in sentences)
+        if work_limit and work > s.max_request_work:
             raise InvalidRequest(
                 f"{len(sentences)} sentences with beam size {opts.beam_size} may take {work} decoder row-steps, the "
                 f"limit is {s.max_request_work}; send fewer sentences or a smaller beam"
@@ -176,9 +235,9 @@ class Pipeline:
         """Translate the sentences of texts routed to one pair (`ids`, in order): max_sentences at a time, so that
         a long text is never refused for a count of sentences its client cannot see."""
         pair, step = texts[0].pair, self.settings.max_sentences
-        hyps = []
+        hyps, pair_opts = [], pair.search_options(opts)
         for begin in range(0, len(ids), step):
-            hyps += await self.engine.translate(pair.name, ids[begin : begin + step], opts)
+            hyps += await self.engine.translate(pair.name, ids[begin : begin + step], pair_opts)
         nbest = [pair.tokenizer.decode([nth(h, k).tokens for h in hyps]) for k in range(opts.n_best)]
         offset = 0
         for text in texts:
@@ -190,7 +249,12 @@ class Pipeline:
         """LibreTranslate's response: translatedText shaped like q, alternatives when asked, detectedLanguage with
         "auto"."""
         single = isinstance(req.q, str)
-        rendered = [[text.render(k) for k in range(req.alternatives + 1)] for text in texts]
+        alternatives = [[text.render(k) for k in range(req.alternatives + 1)] for text in texts]
+        rendered = [[translation for translation, _ in text] for text in alternatives]
+        spans = sum(len(segment.spans) for text in texts if text.translations for segment in text.segments)
+        put_back = sum(text[0][1] for text in alternatives)  # of the best translations
+        self.metrics.placeholders.labels("copied").inc(spans - put_back)
+        self.metrics.placeholders.labels("put_back").inc(put_back)
         answer = TranslateResponse(translatedText=rendered[0][0] if single else [r[0] for r in rendered])
         if req.alternatives:
             answer.alternatives = rendered[0][1:] if single else [r[1:] for r in rendered]

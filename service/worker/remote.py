@@ -3,6 +3,12 @@
 
 The lifeline: a pipe whose only writer is the engine process. When the engine dies, this worker reads EOF at once,
 fails what it waited for with EngineGone (503) and turns GONE; the supervisor then stops the service.
+
+The heartbeat: once the engine is READY, this worker pings it every HEARTBEAT_S, one ping at a time. An engine that
+is alive but stopped (SIGSTOP) or whose event loop is wedged answers no Pong: after the engine's Deadlines.silence_s
+this worker turns STALLED (/ready and new requests get 503 at once), fails what it waited for with EngineStalled
+(503) and tells the engine to drop that work (Cancel, read when it runs again); at the next Pong it is READY again.
+A translation the engine does not answer within Deadlines.answer_s is dropped (Cancel) and answered EngineStalled.
 """
 
 from __future__ import annotations
@@ -20,12 +26,17 @@ from core.search import Hypothesis, SearchOptions
 from service.protocol import (
     ERRORS,
     Cancel,
+    Deadlines,
     Done,
+    EngineError,
     EngineGone,
+    EngineStalled,
     Failed,
     Hello,
     PairInfo,
     Phase,
+    Ping,
+    Pong,
     Ready,
     ShuttingDown,
     Translate,
@@ -34,6 +45,8 @@ from service.protocol import (
 )
 
 log = logging.getLogger(__name__)
+HEARTBEAT_S = 0.5  # how often a worker pings the engine once it is READY
+REFUSALS: dict[Phase, type[EngineError]] = {Phase.GONE: EngineGone, Phase.STALLED: EngineStalled}  # else ShuttingDown
 
 
 class RemoteEngine:
@@ -42,10 +55,13 @@ class RemoteEngine:
         self.lifeline = lifeline
         self.phase = Phase.LOADING
         self.pairs: list[PairInfo] = []
+        self.deadlines: Deadlines | None = None  # stated by the engine in Ready
         self.futures: dict[int, asyncio.Future] = {}
         self.ids = itertools.count()
         self.socket: zmq.asyncio.Socket | None = None
         self.receiver: asyncio.Task | None = None
+        self.heartbeat: asyncio.Task | None = None
+        self.ponged = asyncio.Event()  # a Pong came since the last Ping
 
     async def prepare(self) -> None:
         """Connect, and watch the lifeline."""
@@ -56,16 +72,18 @@ class RemoteEngine:
         self.receiver = asyncio.create_task(self._receive())
 
     async def start(self) -> None:
-        """Wait for the engine to be ready: every worker learns the pairs the moment the engine's answer arrives."""
+        """Wait for the engine to be ready: every worker learns the pairs the moment the engine's answer arrives; then
+        start the heartbeat."""
         ready: Ready = await self._call(lambda id: Hello(id))
-        self.pairs = ready.pairs
+        self.pairs, self.deadlines = ready.pairs, ready.deadlines
         if self.phase is Phase.LOADING:
             self.phase = Phase.READY
+        self.heartbeat = asyncio.create_task(self._heartbeat())
 
     async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
         if self.phase is not Phase.READY:
-            raise EngineGone() if self.phase is Phase.GONE else ShuttingDown()
-        done: Done = await self._call(lambda id: Translate(id, pair, sentences, opts))
+            raise REFUSALS.get(self.phase, ShuttingDown)()
+        done: Done = await self._call(lambda id: Translate(id, pair, sentences, opts), self.deadlines.answer_s)
         return done.hypotheses
 
     def stop(self, deadline: float) -> Awaitable[None]:
@@ -79,25 +97,67 @@ class RemoteEngine:
         if waiting := [f for f in self.futures.values() if not f.done()]:
             await asyncio.wait(waiting, timeout=deadline)
 
-    async def _call(self, message):
-        """Send message(id) and await its reply; cancelling tells the engine to drop the work."""
+    async def _call(self, message, deadline: float | None = None):
+        """Send message(id) and await its reply, up to `deadline` seconds (None: no limit); cancelling, or the
+        deadline passing (EngineStalled), tells the engine to drop the work."""
         if self.phase is Phase.GONE:
             raise EngineGone()
         request_id = next(self.ids)
         self.futures[request_id] = future = asyncio.get_running_loop().create_future()
         try:
             await self.socket.send(encode(message(request_id)))
-            return await future
+            return await asyncio.wait_for(future, deadline)
+        except TimeoutError:
+            await self._cancel(request_id)
+            raise EngineStalled(f"no answer within {deadline:g} s") from None
         except asyncio.CancelledError:
-            if self.phase is not Phase.GONE:
-                await asyncio.shield(self.socket.send(encode(Cancel(request_id))))
+            await self._cancel(request_id)
             raise
         finally:
             del self.futures[request_id]
 
+    async def _cancel(self, request_id: int) -> None:
+        """Tell the engine to drop a request's work (unless it is gone)."""
+        if self.phase is not Phase.GONE:
+            await asyncio.shield(self.socket.send(encode(Cancel(request_id))))
+
+    async def _heartbeat(self) -> None:
+        """Ping the engine every HEARTBEAT_S, one ping at a time; STALLED when no Pong comes within silence_s, until
+        one comes."""
+        while True:
+            self.ponged.clear()
+            await self.socket.send(encode(Ping(next(self.ids))))
+            try:
+                await asyncio.wait_for(self.ponged.wait(), self.deadlines.silence_s)
+            except TimeoutError:
+                await self._stalled()
+                await self.ponged.wait()
+            await asyncio.sleep(HEARTBEAT_S)
+
+    async def _stalled(self) -> None:
+        """The engine is silent: answer 503 to what waits for it, and tell it to drop that work."""
+        if self.phase is not Phase.READY:
+            return
+        log.error("the engine has not answered for %g s: answering 503 until it does", self.deadlines.silence_s)
+        self.phase = Phase.STALLED
+        waiting = [request_id for request_id, future in self.futures.items() if not future.done()]
+        for request_id in waiting:
+            self.futures[request_id].set_exception(EngineStalled("the engine stopped answering"))
+        for request_id in waiting:
+            await self._cancel(request_id)
+
+    def _ponged(self) -> None:
+        self.ponged.set()
+        if self.phase is Phase.STALLED:
+            log.warning("the engine answers again: serving")
+            self.phase = Phase.READY
+
     async def _receive(self) -> None:
         while True:
             reply = decode_reply(await self.socket.recv())
+            if isinstance(reply, Pong):
+                self._ponged()
+                continue
             future = self.futures.get(reply.id)
             if future is None or future.done():
                 continue
@@ -109,6 +169,8 @@ class RemoteEngine:
     def _engine_gone(self) -> None:
         """The lifeline read EOF: the engine process has ended."""
         asyncio.get_running_loop().remove_reader(self.lifeline.fileno())
+        if self.heartbeat is not None:
+            self.heartbeat.cancel()
         if self.phase is not Phase.DRAINING:  # in a drain, the engine ends when its work is done
             log.critical("the engine process has ended: answering 503 until the service restarts")
             self.phase = Phase.GONE

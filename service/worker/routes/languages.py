@@ -6,8 +6,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from service.worker.dependencies import ServingPipeline, state
+from service.worker.documents import FORMATS
 from service.worker.errors import Forbidden
-from service.worker.files import FORMATS
 from service.worker.pairs import Pairs, language_name
 from service.worker.schemas import ErrorBody, FrontendLanguages, FrontendSettings, Language, LanguageRef
 

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel
 
 from service.worker.dependencies import Params, ServingPipeline, unless_disconnected, validated
+from service.worker.middleware import observe_pair
 from service.worker.schemas import DetectedLanguage, DetectRequest, ErrorBody, TranslateRequest, TranslateResponse
 
 ERRORS = {
@@ -31,7 +32,9 @@ async def translate(
     request: Request, p: ServingPipeline, values: Params
 ) -> TranslateResponse:
     """Translate q from source to target (LibreTranslate's API); parameters as JSON, form or query string."""
-    return await unless_disconnected(request, p.translate(validated(TranslateRequest, values)))
+    req = validated(TranslateRequest, values)
+    observe_pair(request, p.pair_label(req))
+    return await unless_disconnected(request, p.translate(req))
 
 
 @router.post("/detect", response_model=list[DetectedLanguage], openapi_extra=body_schema(DetectRequest))

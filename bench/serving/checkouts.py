@@ -1,0 +1,64 @@
+"""Plain-text serving throughput of this checkout against another one, side by side, rounds interleaved.
+
+    python -m bench.serving.checkouts /tmp/base [--rounds 2] [--concurrency 32] [--seconds 20]
+
+Each round starts `python -m service` of each checkout in turn (service.launch.running_service, the same shipped
+model and default settings) and loads it with single test_2016_flickr sentences from wrk (bench.serving.loadgen):
+sentences per second and latency, the median over rounds, and this checkout's throughput over the other's.
+Results: bench/results/serving-checkouts.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from pathlib import Path
+
+from bench.common.cli import command_line
+from bench.common.defaults import MODEL_DIR, REPO, RESULTS
+from bench.common.machine import environment
+from bench.common.report import markdown_table, write_results
+from bench.common.sentences import multi30k_sentences
+from bench.serving.loadgen import run_load
+from service.launch import running_service
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("base", type=Path, help="the other checkout (git worktree add /tmp/base COMMIT)")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--out-dir", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+    sentences = multi30k_sentences()
+    checkouts = {"this": REPO, "base": args.base.resolve()}
+    runs: dict[str, list[dict]] = {name: [] for name in checkouts}
+    with tempfile.TemporaryDirectory() as logs:
+        for round_ in range(args.rounds):
+            for name, checkout in (checkouts.items() if round_ % 2 == 0 else reversed(checkouts.items())):
+                log = Path(logs) / f"{name}-{round_}.log"
+                with running_service(MODEL_DIR, log, checkout=checkout) as service:
+                    run_load(service.url, sentences, args.concurrency, 3)  # warm-up
+                    runs[name].append(run_load(service.url, sentences, args.concurrency, args.seconds))
+                print(name, round_, runs[name][-1]["sentences_per_s"], flush=True)
+    median = {name: {"sentences_per_s": statistics.median(r["sentences_per_s"] for r in reports),
+                     "p50_ms": statistics.median(r["latency_ms"]["p50"] for r in reports),
+                     "p99_ms": statistics.median(r["latency_ms"]["p99"] for r in reports),
+                     "errors": sum(r["errors"] for r in reports)}
+              for name, reports in runs.items()}
+    ratio = median["this"]["sentences_per_s"] / median["base"]["sentences_per_s"]
+    rows = [[name, f"{m['sentences_per_s']:.1f}", f"{m['p50_ms']:.1f}", f"{m['p99_ms']:.1f}", m["errors"]]
+            for name, m in median.items()]
+    markdown = (f"# Serving, this checkout against {args.base}\n\n`{command_line('bench.serving.checkouts', argv)}`"
+                f"\n\n{args.concurrency} clients, single sentences, median of {args.rounds} rounds:\n\n"
+                + markdown_table(["checkout", "sentences/s", "p50 ms", "p99 ms", "errors"], rows)
+                + f"\nThis checkout's throughput: {ratio:.2f}x the base's.\n")
+    write_results(args.out_dir, "serving-checkouts", {"environment": environment([]), "runs": runs,
+                                                      "median": median, "ratio": ratio}, markdown)
+    print(markdown)
+
+
+if __name__ == "__main__":
+    main()

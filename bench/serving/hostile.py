@@ -1,0 +1,562 @@
+"""Hostile clients against `python -m service` (issue 27), with the shipped models and default settings.
+
+    python -m bench.serving.hostile [--model-dir models] [--cases headers stall files idle drain protocol]
+
+headers: four connections each send an 8 MB header field; the largest growth of an HTTP worker's RSS (goal:
+    <= 20 MiB; 32 MB before) and what each connection got (431, or its connection closed).
+stall: four clients send one hostile request after another for a few seconds: 1,660 nested <b> (5 KB, format html),
+    or 21,000 repeated q= in the query string; their answer times (goals: <= 0.3 s and <= 0.1 s; 0.6-1.2 s and
+    0.29 s before) and meanwhile another client's GET /health latency, beside the same client's on an idle service
+    (p90 15 ms before it all, 0.9-2.1 s under the markup before).
+files: the status of each file-name case: uploads of 日本語.txt, a 300-character name, a NUL byte, a '"'; the
+    download of the first, of a 5,000-character name, a token that is no token (no 500: 500s before). A refused upload
+    leaves no folder.
+idle: 1,000 connections that send nothing and 200 that send a header byte a second (slowloris): how long the service
+    holds them (TRANSLATOR_KEEP_ALIVE_S and TRANSLATOR_HEADER_TIMEOUT_S; as long as the clients liked before).
+drain: 16 keep-alive clients through a SIGTERM drain, then through the engine process's death (SIGKILL): requests on
+    a reused connection that got a reset or EOF instead of an answer (16 before; goal 0), 503s without
+    Connection: close (146-212 before), new connections refused or reset as the port closed (allowed).
+protocol: server CPU time per request under wrk (32 connections, GET on a trivial ASGI app) with uvicorn's httptools
+    protocol, ours (service.worker.server.BoundedHttpProtocol: the same parser with limits) and h11.
+
+Results: bench/results/hostile.json. The tests (tests/test_hostile.py) run the same clients against the tiny model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import urlsplit
+
+from bench.common.defaults import REPO, RESULTS
+from bench.common.machine import environment, rss_mib
+from bench.common.report import write_results
+from service.launch import RunningService, free_port, running_service
+from service.metrics import MULTIPROCESS_DIR
+
+SHIPPED_MODELS = REPO / "models"
+NESTED_MARKUP = "<b>" * 1660 + "x"  # 5 KB, 1,660 elements deep
+REPEATED_Q = "&".join(["q="] * 21000)  # 63 KB of query string
+
+
+# --- HTTP over a raw socket ------------------------------------------------------------------------------------
+
+
+class Reply(NamedTuple):
+    status: int
+    headers: dict[str, str]  # names in lower case
+    body: bytes
+
+
+def http_request(method: str, target: str, headers: dict[str, str] | None = None, body: bytes = b"") -> bytes:
+    """An HTTP/1.1 request, with Host and (for a body) Content-Length."""
+    fields = {"Host": "127.0.0.1", **({"Content-Length": str(len(body))} if body else {}), **(headers or {})}
+    head = f"{method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items()) + "\r\n"
+    return head.encode() + body
+
+
+def json_request(target: str, payload: dict) -> bytes:
+    return http_request("POST", target, {"Content-Type": "application/json"}, json.dumps(payload).encode())
+
+
+def read_reply(sock: socket.socket) -> Reply:
+    """One response (with a Content-Length, as the service's all have); ConnectionError if the connection ends first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if not (chunk := sock.recv(65536)):
+            raise ConnectionError(f"the connection closed before an answer ({len(data)} bytes of one)")
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {name.strip().lower(): value.strip() for name, value in (line.split(":", 1) for line in lines)}
+    while len(body) < int(headers.get("content-length", 0)):
+        if not (chunk := sock.recv(65536)):
+            raise ConnectionError("the connection closed in the middle of an answer")
+        body += chunk
+    return Reply(int(status_line.split()[1]), headers, body)
+
+
+def exchange(port: int, data: bytes, timeout: float = 30) -> Reply | str:
+    """Send `data` on a new connection and read the answer; or how the connection ended without one."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        try:
+            sock.sendall(data)
+            return read_reply(sock)
+        except ConnectionResetError:
+            return "reset"
+        except (ConnectionError, BrokenPipeError):
+            return "closed"
+
+
+def outcome(reply: Reply | str) -> str:
+    """The status of an answer, or how the connection ended without one."""
+    return str(reply.status) if isinstance(reply, Reply) else reply
+
+
+def port_of(service: RunningService) -> int:
+    return int(service.url.rsplit(":", 1)[1])
+
+
+# --- the service's processes -----------------------------------------------------------------------------------
+
+
+def children(pid: int) -> list[int]:
+    """A process's children, multiprocessing's resource tracker left out."""
+    kids = [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+    return [kid for kid in kids if b"resource_tracker" not in Path(f"/proc/{kid}/cmdline").read_bytes()]
+
+
+def engine_and_workers(service: RunningService) -> tuple[int, list[int]]:
+    """The engine process (the one child that has loaded ONNX Runtime) and the HTTP workers."""
+    kids = children(service.process.pid)
+    engines = [pid for pid in kids if "onnxruntime" in Path(f"/proc/{pid}/maps").read_text()]
+    return engines[0], [pid for pid in kids if pid not in engines]
+
+
+def files_folder(worker: int) -> Path:
+    """Where the service keeps translated files: beside the metrics folder its supervisor handed the workers."""
+    environ = dict(entry.split(b"=", 1) for entry in Path(f"/proc/{worker}/environ").read_bytes().split(b"\0") if entry)
+    return Path(environ[MULTIPROCESS_DIR.encode()].decode()).parent / "files"
+
+
+# --- the cases -------------------------------------------------------------------------------------------------
+
+
+def header_flood(service: RunningService, connections: int = 4, header_bytes: int = 8 << 20) -> dict:
+    """`connections` at once each send a header field of `header_bytes`: what each got, and the largest growth of
+    an HTTP worker's RSS while they did (sampled every 5 ms)."""
+    _, workers = engine_and_workers(service)
+    before = settled_rss(workers)
+    peak = dict(before)
+    head = http_request("GET", "/health", {"X-Flood": ""}).removesuffix(b"\r\n\r\n")
+    filler = b"a" * 65536
+
+    def flood() -> str:
+        with socket.create_connection(("127.0.0.1", port_of(service)), timeout=30) as sock:
+            try:
+                sock.sendall(head)
+                for _ in range(header_bytes // len(filler)):
+                    sock.sendall(filler)
+                sock.sendall(b"\r\n\r\n")
+                return outcome(read_reply(sock))
+            except ConnectionResetError:
+                return "reset"
+            except (ConnectionError, BrokenPipeError):
+                return "closed"
+
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.005):
+            for pid in workers:
+                peak[pid] = max(peak[pid], rss_mib(pid))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        got = in_threads(flood, connections)
+        time.sleep(0.2)
+    finally:
+        done.set()
+        watcher.join()
+    return {"connections": connections, "header_mib": header_bytes / 2**20, "got": dict(Counter(got)),
+            "worker_rss_growth_mib": round(max(peak[pid] - before[pid] for pid in workers), 1)}
+
+
+def settled_rss(pids: list[int], limit_s: float = 30) -> dict[int, float]:
+    """The processes' RSS once it holds still (within 1 MiB over a second): a worker may still be loading its
+    tokenizers after /ready first answers."""
+    rss = {pid: rss_mib(pid) for pid in pids}
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = {pid: rss_mib(pid) for pid in pids}
+        if all(abs(now[pid] - rss[pid]) < 1 for pid in pids):
+            return now
+        rss = now
+    return rss
+
+
+def in_threads(fn: Callable[[], object], count: int) -> list:
+    """fn() in `count` threads at once; their results."""
+    results: list = [None] * count
+
+    def run(i: int) -> None:
+        results[i] = fn()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The value that p % of `values` do not exceed (the nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+def probe_health(port: int, until: float, every_s: float = 0.02) -> list[float]:
+    """GET /health on a new connection every `every_s` until `until`: the seconds each took."""
+    latencies = []
+    while time.monotonic() < until:
+        started = time.perf_counter()
+        reply = exchange(port, http_request("GET", "/health"))
+        assert isinstance(reply, Reply) and reply.status == 200, reply
+        latencies.append(time.perf_counter() - started)
+        time.sleep(every_s)
+    return latencies
+
+
+def latency_ms(seconds: list[float]) -> dict[str, float]:
+    return {"p50": round(percentile(seconds, 50) * 1000, 1), "p90": round(percentile(seconds, 90) * 1000, 1),
+            "max": round(max(seconds) * 1000, 1), "count": len(seconds)}
+
+
+def stall(port: int, hostile: bytes, clients: int = 4, seconds: float = 5.0) -> dict:
+    """`clients` send `hostile` one after another for `seconds` while another client probes GET /health: the
+    hostile answers (statuses, seconds) and the probe's latency, beside its latency before, on the idle service."""
+    idle = probe_health(port, time.monotonic() + min(2.0, seconds))
+    until = time.monotonic() + seconds
+    answers: list[tuple[str, float]] = []
+
+    def hostile_client() -> None:
+        while time.monotonic() < until:
+            started = time.perf_counter()
+            got = outcome(exchange(port, hostile))
+            answers.append((got, time.perf_counter() - started))
+
+    threads = [threading.Thread(target=hostile_client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    loaded = probe_health(port, until)
+    for thread in threads:
+        thread.join()
+    times = [t for _, t in answers]
+    return {"hostile": {"got": dict(Counter(got for got, _ in answers)), "median_s": round(statistics.median(times), 3),
+                        "max_s": round(max(times), 3)},
+            "health_ms_idle": latency_ms(idle), "health_ms_meanwhile": latency_ms(loaded)}
+
+
+def multipart_file(name: bytes, content: bytes = b"A man is riding a bicycle.", source: bytes = b"en") -> bytes:
+    """POST /translate_file to German, with a file name and a source language given as raw bytes (clients escape
+    '"' and NUL in names, and send text in UTF-8)."""
+    boundary = b"hostile-boundary"
+    parts = [b'Content-Disposition: form-data; name="source"\r\n\r\n' + source,
+             b'Content-Disposition: form-data; name="target"\r\n\r\nde',
+             b'Content-Disposition: form-data; name="file"; filename="' + name + b'"\r\n'
+             b"Content-Type: text/plain\r\n\r\n" + content]
+    body = b"".join(b"--" + boundary + b"\r\n" + part + b"\r\n" for part in parts) + b"--" + boundary + b"--\r\n"
+    return http_request("POST", "/translate_file", {"Content-Type": "multipart/form-data; boundary=hostile-boundary"},
+                        body)
+
+
+def file_names(service: RunningService) -> dict:
+    """The status of every file-name case (no 500), the download's Content-Disposition, and the folders that refused
+    uploads left behind."""
+    port, folder = port_of(service), files_folder(engine_and_workers(service)[1][0])
+    kept = len(list(folder.iterdir())) if folder.exists() else 0
+    statuses, refused = {}, 0
+    for case, name in [("日本語.txt", "日本語.txt".encode()), ("300 characters", b"a" * 296 + b".txt"),
+                       ("NUL byte", b"nul\0.txt"), ('"', b'say \\"hi\\".txt')]:
+        reply = exchange(port, multipart_file(name))
+        statuses[f"upload {case}"] = outcome(reply)
+        if not isinstance(reply, Reply) or reply.status != 200:
+            refused += 1
+            continue
+        kept += 1
+        path = urlsplit(json.loads(reply.body)["translatedFileUrl"]).path
+        download = exchange(port, http_request("GET", path))
+        statuses[f"download {case}"] = outcome(download)
+        if isinstance(download, Reply):
+            statuses[f"Content-Disposition {case}"] = download.headers.get("content-disposition")
+    token = "0123456789abcdef" * 2
+    for case, target in [("5,000-character name", f"/download_file/{token}/{'y' * 4996}.txt"),
+                         ("5,000-character token", f"/download_file/{'x' * 5000}/x.txt"),
+                         ("no token", "/download_file/..%5C..%5Cetc/x.txt"),
+                         ("NUL byte", f"/download_file/{token}/a%00b.txt")]:
+        statuses[f"download {case}"] = outcome(exchange(port, http_request("GET", target)))
+    left = len(list(folder.iterdir())) - kept
+    return {"statuses": statuses, "refused_uploads": refused, "folders_left_by_refused_uploads": left}
+
+
+def held_connections(port: int, count: int, byte_every_s: float | None, limit_s: float) -> dict:
+    """`count` connections that send nothing (byte_every_s None) or a header byte every byte_every_s: when the
+    service closed them (seconds after they opened, the slowest), and what they got."""
+    socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(count)]
+    opened = time.monotonic()
+    closed: dict[int, tuple[float, str]] = {}
+    try:
+        head = iter(http_request("GET", "/health", {"X-Slow": "x" * 10_000}))
+        next_byte = opened
+        while len(closed) < count and time.monotonic() - opened < limit_s:
+            if byte_every_s is not None and time.monotonic() >= next_byte:
+                byte = bytes([next(head)])
+                for i, sock in enumerate(socks):
+                    if i not in closed:
+                        try:
+                            sock.send(byte)
+                        except OSError:
+                            closed[i] = (time.monotonic() - opened, "reset")
+                next_byte += byte_every_s
+            for i, sock in enumerate(socks):
+                if i not in closed:
+                    closed_at = read_if_closed(sock)
+                    if closed_at is not None:
+                        closed[i] = (time.monotonic() - opened, closed_at)
+            time.sleep(0.05)
+    finally:
+        for sock in socks:
+            sock.close()
+    return {"connections": count, "closed": len(closed),
+            "slowest_closed_after_s": round(max((t for t, _ in closed.values()), default=float("nan")), 1),
+            "got": dict(Counter(got for _, got in closed.values()))}
+
+
+def read_if_closed(sock: socket.socket) -> str | None:
+    """What a connection got if the service has closed it (its answer's status, or "closed"), else None."""
+    sock.setblocking(False)
+    try:
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+        return data.split(b" ", 2)[1].decode() if data.startswith(b"HTTP/1.1 ") else "closed"
+    except BlockingIOError:
+        return None
+    except ConnectionResetError:
+        return "reset"
+    finally:
+        sock.setblocking(True)
+
+
+@dataclass
+class KeepAliveCounts:
+    """What keep-alive clients met."""
+
+    answers: Counter = field(default_factory=Counter)  # by status
+    unclosed_503: int = 0  # 503s without Connection: close
+    reused_unanswered: int = 0  # requests on a reused connection that got a reset or EOF instead of an answer
+    new_unanswered: int = 0  # requests on a new connection that got a reset or EOF (the port closing)
+    refused: int = 0  # connections refused (the port closed)
+
+
+def keep_alive_client(port: int, request: bytes, done: threading.Event, counts: KeepAliveCounts) -> None:
+    """Send `request` again and again on one connection, a new one only when the service closes it or says so."""
+    sock: socket.socket | None = None
+    while not done.is_set():
+        reused = sock is not None
+        if sock is None:
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+            except OSError:
+                counts.refused += 1
+                time.sleep(0.05)
+                continue
+        try:
+            sock.sendall(request)
+            reply = read_reply(sock)
+        except OSError:  # a reset, an EOF (ConnectionError), a broken pipe
+            if reused:
+                counts.reused_unanswered += 1
+            else:
+                counts.new_unanswered += 1
+            sock.close()
+            sock = None
+            continue
+        counts.answers[reply.status] += 1
+        closing = reply.headers.get("connection", "").lower() == "close"
+        counts.unclosed_503 += reply.status == 503 and not closing
+        if closing:
+            sock.close()
+            sock = None
+    if sock is not None:
+        sock.close()
+
+
+def keep_alive_through(service: RunningService, stop: Callable[[], None], clients: int = 16) -> dict:
+    """`clients` keep-alive clients translate one sentence after another; after a second, stop() (SIGTERM, or the
+    engine's death), and on until the service has exited: what they met."""
+    request = json_request("/translate", {"q": "A man is riding a bicycle.", "source": "en", "target": "de"})
+    counts, done = [KeepAliveCounts() for _ in range(clients)], threading.Event()
+    threads = [threading.Thread(target=keep_alive_client, args=(port_of(service), request, done, c)) for c in counts]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)
+    stop()
+    try:
+        exit_code = service.process.wait(90)
+        time.sleep(0.5)  # the clients meet the closed port
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join()
+    answers = sum((c.answers for c in counts), Counter())
+    return {"exit_code": exit_code, "clients": clients, "answers": {str(k): v for k, v in sorted(answers.items())},
+            **{name: sum(getattr(c, name) for c in counts)
+               for name in ("unclosed_503", "reused_unanswered", "new_unanswered", "refused")}}
+
+
+def sigterm(service: RunningService) -> Callable[[], None]:
+    """Stopping the service as docker or Kubernetes does."""
+    return lambda: service.process.send_signal(signal.SIGTERM)
+
+
+def engine_death(service: RunningService) -> Callable[[], None]:
+    """Killing the service's engine process (its pid looked up now, before any client runs)."""
+    engine, _ = engine_and_workers(service)
+    return lambda: os.kill(engine, signal.SIGKILL)
+
+
+# --- the protocol's cost -------------------------------------------------------------------------------------
+
+
+async def trivial_app(scope: dict, receive: Callable, send: Callable) -> None:
+    """An ASGI app that answers every request at once: what is measured is the HTTP protocol's work."""
+    if scope["type"] == "http":
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"15")]})
+        await send({"type": "http.response.body", "body": b'{"status":"ok"}'})
+
+
+def serve_trivial_app(protocol: str, port: int) -> None:
+    """`python -m bench.serving.hostile --serve-protocol NAME --port PORT`: the trivial app on one of uvicorn's
+    protocols (httptools, h11) or ours (bounded), with the service's default limits."""
+    import uvicorn
+
+    from service.settings import Settings
+    from service.worker.server import BoundedHttpProtocol, HttpLimits
+
+    bounded = functools.partial(BoundedHttpProtocol, limits=HttpLimits.of(Settings()))
+    http = bounded if protocol == "bounded" else protocol
+    uvicorn.run(trivial_app, host="127.0.0.1", port=port, http=http, log_level="warning", access_log=False,
+                lifespan="off")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def protocol_cost(protocol: str, seconds: float) -> dict:
+    """Requests/s and server CPU per request of wrk's 32 connections against the trivial app."""
+    port = free_port()
+    command = [sys.executable, "-m", "bench.serving.hostile", "--serve-protocol", protocol, "--port", str(port)]
+    server = subprocess.Popen(command, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 30
+        while not isinstance(exchange_or_none(port), Reply):
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError(f"the trivial app on {protocol} did not start")
+            time.sleep(0.1)
+        before = cpu_seconds(server.pid)
+        wrk = [shutil.which("wrk") or "wrk", "--threads", "1", "--connections", "32",
+               "--duration", f"{round(seconds)}s", f"http://127.0.0.1:{port}/"]
+        report = subprocess.run(wrk, capture_output=True, text=True, check=True).stdout
+        cpu = cpu_seconds(server.pid) - before
+    finally:
+        server.terminate()
+        server.wait()
+    requests = int(next(line for line in report.splitlines() if "requests in" in line).split()[0])
+    return {"requests_per_s": round(requests / round(seconds)), "cpu_us_per_request": round(cpu / requests * 1e6, 1)}
+
+
+def exchange_or_none(port: int) -> Reply | str | None:
+    """GET / on a new connection; None if nothing listens yet."""
+    try:
+        return exchange(port, http_request("GET", "/"), timeout=2)
+    except OSError:
+        return None
+
+
+def protocols(rounds: int, seconds: float) -> dict:
+    """protocol_cost() of each protocol, in interleaved rounds; the median round of each."""
+    runs: dict[str, list[dict]] = {"httptools": [], "bounded": [], "h11": []}
+    for round_ in range(rounds):
+        for name in list(runs)[round_ % 3:] + list(runs)[: round_ % 3]:
+            runs[name].append(protocol_cost(name, seconds))
+    return {name: {"rounds": r, "median_cpu_us_per_request": statistics.median(x["cpu_us_per_request"] for x in r),
+                   "median_requests_per_s": statistics.median(x["requests_per_s"] for x in r)}
+            for name, r in runs.items()}
+
+
+# --- the benchmark --------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def service(model_dir: Path, name: str, **settings: object) -> Iterator[RunningService]:
+    """The service with default settings (and these), logging to bench/results/tmp/hostile-NAME.log."""
+    log = RESULTS / "tmp" / f"hostile-{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with running_service(model_dir, log, **settings) as running:
+        yield running
+
+
+def run_cases(model_dir: Path, cases: list[str], rounds: int) -> dict:
+    results: dict = {}
+    if {"headers", "stall", "files", "idle"} & set(cases):
+        with service(model_dir, "probes") as running:
+            port = port_of(running)
+            if "headers" in cases:
+                results["headers"] = header_flood(running)
+            if "stall" in cases:
+                markup = json_request("/translate", {"q": NESTED_MARKUP, "source": "en", "target": "de",
+                                                     "format": "html"})
+                results["stall"] = {
+                    "nested_markup": stall(port, markup),
+                    "repeated_q": stall(port, http_request("POST", f"/translate?{REPEATED_Q}&source=en&target=de")),
+                }
+            if "files" in cases:
+                results["files"] = file_names(running)
+            if "idle" in cases:
+                results["idle"] = {"idle": held_connections(port, 1000, None, 60),
+                                   "slowloris": held_connections(port, 200, 1.0, 60)}
+    if "drain" in cases:
+        results["drain"] = {}
+        for stop in (sigterm, engine_death):
+            with service(model_dir, stop.__name__) as running:
+                results["drain"][stop.__name__] = keep_alive_through(running, stop(running))
+    if "protocol" in cases:
+        results["protocol"] = protocols(rounds, seconds=4)
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model-dir", type=Path, default=SHIPPED_MODELS)
+    names = ["headers", "stall", "files", "idle", "drain", "protocol"]
+    p.add_argument("--cases", nargs="+", choices=names, default=names)
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the protocol comparison")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--serve-protocol", choices=["httptools", "bounded", "h11"], help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.serve_protocol:
+        serve_trivial_app(args.serve_protocol, args.port)
+        return
+    results = {"machine": environment(["uvicorn", "httptools", "h11", "beautifulsoup4"]),
+               **run_cases(args.model_dir, args.cases, args.rounds)}
+    print(json.dumps(results, indent=2, ensure_ascii=False))
+    write_results(args.out, "hostile", results)
+
+
+if __name__ == "__main__":
+    main()

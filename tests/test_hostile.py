@@ -1,0 +1,329 @@
+"""Hostile clients (issue 27), over real sockets: `python -m service` on the tiny model, spoken to with raw HTTP.
+
+Each case holds the service to its limits: a request head past TRANSLATOR_MAX_HEADER_BYTES or
+TRANSLATOR_MAX_HEADER_FIELDS gets 431 (or its connection closes) and costs the worker no memory; idle connections,
+slow heads and slow bodies are closed (408 for the last two); file names never give a 500; markup and repeated
+parameters do not hold the worker's event loop (another client's /health stays fast meanwhile); JSON and form bodies
+are UTF-8; a drain or the engine's death answers every request sent on a keep-alive connection, with
+Connection: close. The clients are bench.serving.hostile's, which measures the same cases on the shipped models.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from bench.serving.hostile import (
+    NESTED_MARKUP,
+    REPEATED_Q,
+    Reply,
+    engine_death,
+    exchange,
+    file_names,
+    header_flood,
+    http_request,
+    json_request,
+    keep_alive_through,
+    multipart_file,
+    port_of,
+    read_reply,
+    sigterm,
+    stall,
+)
+from service.launch import RunningService, running_service
+from service.settings import Settings
+from service.supervisor import Supervisor
+
+TIMEOUT_S = 1.0  # the probed server's keep-alive, header and body timeouts
+KEY = "secret"
+DEFAULTS = {name: field.default for name, field in Settings.model_fields.items()}
+ENGLISH = {"q": "A man is riding a bicycle.", "source": "en", "target": "de"}
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir: Path, tmp_path_factory) -> Iterator[RunningService]:
+    """One HTTP worker, so that every connection reaches the worker measured; short timeouts."""
+    log = tmp_path_factory.mktemp("hostile") / "service.log"
+    with running_service(tiny_model_dir, log, http_workers=1, threads=1, keep_alive_s=TIMEOUT_S,
+                         header_timeout_s=TIMEOUT_S, body_timeout_s=TIMEOUT_S, log_level="warning") as service:
+        yield service
+
+
+@pytest.fixture(scope="module")
+def keyed(tiny_model_dir: Path, tmp_path_factory) -> Iterator[RunningService]:
+    log = tmp_path_factory.mktemp("hostile-keyed") / "service.log"
+    with running_service(tiny_model_dir, log, http_workers=1, threads=1, api_keys=KEY, log_level="warning") as service:
+        yield service
+
+
+def ask(service: RunningService, data: bytes) -> Reply | str:
+    return exchange(port_of(service), data)
+
+
+def status(reply: Reply | str) -> int | str:
+    return reply.status if isinstance(reply, Reply) else reply
+
+
+def error_of(reply: Reply | str, expected: int) -> str:
+    """LibreTranslate's error shape with the expected status; returns the message."""
+    assert isinstance(reply, Reply) and reply.status == expected, reply
+    assert reply.headers["content-type"].startswith("application/json"), reply.headers
+    return json.loads(reply.body)["error"]
+
+
+# --- request heads: 431 ----------------------------------------------------------------------------------------
+
+
+def test_a_flood_of_header_bytes_gets_431_and_costs_the_worker_no_memory(server: RunningService):
+    """Four connections each send an 8 MB header field (before: the worker grew by 32 MB)."""
+    flood = header_flood(server, connections=4, header_bytes=8 << 20)
+    assert set(flood["got"]) <= {"431", "reset", "closed"} and "431" in flood["got"], flood
+    assert flood["worker_rss_growth_mib"] <= 20, flood
+    assert status(ask(server, http_request("GET", "/health"))) == 200
+
+
+def test_a_head_within_the_limit_is_served_and_one_past_it_gets_431(server: RunningService):
+    limit = DEFAULTS["max_header_bytes"]
+    assert status(ask(server, http_request("GET", "/health", {"X-Pad": "a" * (limit - 200)}))) == 200
+    message = error_of(ask(server, http_request("GET", "/health", {"X-Pad": "a" * limit})), 431)
+    assert str(limit) in message
+    assert error_of(ask(server, http_request("GET", "/health?" + "a" * limit)), 431) == message
+
+
+def test_too_many_header_fields_get_431(server: RunningService):
+    limit = DEFAULTS["max_header_fields"]
+    fields = {f"X-Field-{i}": "x" for i in range(limit - 1)}  # and Host
+    assert status(ask(server, http_request("GET", "/health", fields))) == 200
+    fields["X-One-Too-Many"] = "x"
+    assert str(limit) in error_of(ask(server, http_request("GET", "/health", fields)), 431)
+
+
+def test_a_query_string_as_deep_translator_sends_fits_the_head(server: RunningService):
+    """deep-translator sends q in the query string: 5,000 characters of any script, percent-encoded, fit."""
+    target = "/detect?q=" + quote("\U0001f600" * 4990 + "Hello")
+    assert len(target) > DEFAULTS["max_header_bytes"] * 0.9
+    assert status(ask(server, http_request("POST", target))) == 200
+
+
+# --- idle connections, slow heads and bodies --------------------------------------------------------------------
+
+
+def wait_for_close(sock: socket.socket, limit_s: float) -> tuple[bytes, float]:
+    """What the server sends until it closes the connection, and after how long; fails past limit_s."""
+    started, data = time.monotonic(), b""
+    sock.settimeout(limit_s)
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    except TimeoutError:
+        pytest.fail(f"the connection was still open after {limit_s} s; it sent {data[:200]!r}")
+    return data, time.monotonic() - started
+
+
+def test_an_idle_connection_is_closed(server: RunningService):
+    with socket.create_connection(("127.0.0.1", port_of(server))) as sock:
+        data, seconds = wait_for_close(sock, 5 * TIMEOUT_S)
+    assert data == b"" and seconds >= TIMEOUT_S * 0.8
+
+
+def test_a_connection_idle_after_its_answer_is_closed(server: RunningService):
+    with socket.create_connection(("127.0.0.1", port_of(server))) as sock:
+        sock.sendall(http_request("GET", "/health"))
+        assert read_reply(sock).status == 200
+        data, _ = wait_for_close(sock, 5 * TIMEOUT_S)
+    assert data == b""
+
+
+def test_a_head_sent_a_byte_at_a_time_gets_408(server: RunningService):
+    """Slowloris: a byte every 0.2 s keeps no connection open past the header timeout."""
+    head = http_request("GET", "/health", {"X-Slow": "x" * 100})
+    with socket.create_connection(("127.0.0.1", port_of(server))) as sock:
+        started = time.monotonic()
+        for byte in head[:20]:
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:
+                break
+            time.sleep(0.2)
+        data, _ = wait_for_close(sock, 5 * TIMEOUT_S)
+    assert data.startswith(b"HTTP/1.1 408 "), data
+    assert time.monotonic() - started < 4 * TIMEOUT_S + 1
+
+
+def test_a_body_that_does_not_come_gets_408(server: RunningService):
+    head = http_request("POST", "/translate", {"Content-Type": "application/json", "Content-Length": "1000"})
+    with socket.create_connection(("127.0.0.1", port_of(server))) as sock:
+        sock.sendall(head + b'{"q": "A man')
+        data, seconds = wait_for_close(sock, 5 * TIMEOUT_S)
+    assert data.startswith(b"HTTP/1.1 408 "), data
+    assert b"connection: close" in data.lower()
+    assert seconds < 3 * TIMEOUT_S
+
+
+# --- transfer codings ------------------------------------------------------------------------------------------
+
+
+def chunked(coding: str, body: bytes) -> bytes:
+    head = http_request("POST", "/translate", {"Content-Type": "application/json", "Transfer-Encoding": coding})
+    return head + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+
+
+def test_a_chunked_body_is_read(server: RunningService):
+    assert status(ask(server, chunked("chunked", json.dumps(ENGLISH).encode()))) == 200
+
+
+@pytest.mark.parametrize("coding", ["gzip, chunked", "gzip", "identity", "deflate,chunked"])
+def test_a_transfer_coding_other_than_chunked_gets_501(server: RunningService, coding: str):
+    """Before: "gzip, chunked" was read as chunked, its gzip data taken for JSON."""
+    assert "Transfer-Encoding" in error_of(ask(server, chunked(coding, json.dumps(ENGLISH).encode())), 501)
+
+
+# --- file names ------------------------------------------------------------------------------------------------
+
+
+def test_file_names_never_give_a_500_and_refused_uploads_leave_nothing(server: RunningService):
+    found = file_names(server)
+    statuses = found["statuses"]
+    assert "500" not in statuses.values(), statuses
+    assert statuses["upload 日本語.txt"] == statuses["download 日本語.txt"] == "200", statuses
+    assert statuses["Content-Disposition 日本語.txt"] == (
+        "attachment; filename=\"___.txt\"; filename*=UTF-8''%E6%97%A5%E6%9C%AC%E8%AA%9E.txt"
+    )
+    assert statuses["upload 300 characters"] == statuses["upload NUL byte"] == "400", statuses
+    assert statuses['Content-Disposition "'] == (
+        "attachment; filename=\"say _hi_.txt\"; filename*=UTF-8''say%20%22hi%22.txt"
+    )
+    for case in ("5,000-character name", "5,000-character token", "no token", "NUL byte"):
+        assert statuses[f"download {case}"] == "404", statuses
+    assert found["refused_uploads"] == 2 and found["folders_left_by_refused_uploads"] == 0, found
+
+
+@pytest.mark.parametrize("name", [b"C:\\\\Users\\\\me\\\\story.txt", b"../../story.txt"])
+def test_an_uploaded_name_keeps_its_last_path_part(server: RunningService, name: bytes):
+    reply = ask(server, multipart_file(name))
+    assert status(reply) == 200, reply
+    assert json.loads(reply.body)["translatedFileUrl"].endswith("/story.txt")
+
+
+# --- the event loop: markup and repeated parameters -----------------------------------------------------------
+
+
+def test_nested_markup_is_refused_at_once_and_does_not_stall_the_worker(server: RunningService):
+    """Before: each took 0.6-1.2 s of the worker's loop (quadratic in the depth); /health's p90 went to 0.9 s."""
+    markup = json_request("/translate", {**ENGLISH, "q": NESTED_MARKUP, "format": "html"})
+    found = stall(port_of(server), markup, clients=4, seconds=3)
+    assert found["hostile"]["got"].keys() == {"400"}, found
+    assert found["hostile"]["median_s"] <= 0.3, found
+    assert found["health_ms_meanwhile"]["p90"] <= 250, found
+
+
+def test_repeated_query_parameters_are_refused_at_once_and_do_not_stall_the_worker(server: RunningService):
+    """21,000 q= (before: 0.29 s each, the merge rebuilding the list at every repeat)."""
+    found = stall(port_of(server), http_request("POST", f"/translate?{REPEATED_Q}&source=en&target=de"), 4, 3)
+    assert found["hostile"]["got"].keys() == {"400"}, found
+    assert found["hostile"]["median_s"] <= 0.1, found
+    assert found["health_ms_meanwhile"]["p90"] <= 250, found
+
+
+def test_repeated_parameters_are_refused_before_their_key_is_read(keyed: RunningService):
+    """Like a body over the size limit: the key may be among them (before: 0.29 s, then 403)."""
+    started = time.perf_counter()
+    message = error_of(ask(keyed, http_request("POST", f"/translate?{REPEATED_Q}&api_key={KEY}")), 400)
+    assert time.perf_counter() - started <= 0.1
+    assert "more than 1000 query parameters" in message
+    error_of(ask(keyed, http_request("POST", f"/translate?{REPEATED_Q}&source=en&target=de")), 400)
+
+
+# --- bodies: UTF-8, and 413 before 403 ---------------------------------------------------------------------------
+
+
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+@pytest.mark.parametrize(
+    "headers,body,says",
+    [
+        pytest.param(FORM, "q=Caf\xe9&source=en&target=de".encode("latin-1"), "UTF-8", id="latin-1-form"),
+        pytest.param(FORM, b"q=Caf%E9&source=en&target=de", "UTF-8", id="latin-1-percent-encoded-form"),
+        pytest.param({"Content-Type": "application/json"}, json.dumps(ENGLISH).encode("utf-16"), "UTF-8",
+                     id="utf-16-json"),
+        # without a byte order mark, UTF-16 of ASCII is UTF-8 with a NUL after each character: not JSON
+        pytest.param({"Content-Type": "application/json; charset=utf-16"}, json.dumps(ENGLISH).encode("utf-16-le"),
+                     "malformed JSON", id="utf-16-le-json"),
+    ],
+)
+def test_a_body_that_is_not_utf8_gets_400(server: RunningService, headers: dict, body: bytes, says: str):
+    """Before: 200, the text read as latin-1 or UTF-16."""
+    assert says in error_of(ask(server, http_request("POST", "/translate", headers, body)), 400)
+
+
+def test_a_multipart_field_that_is_not_utf8_gets_400(server: RunningService):
+    assert "UTF-8" in error_of(ask(server, multipart_file(b"story.txt", source="en\xe9".encode("latin-1"))), 400)
+    assert "UTF-8" in error_of(ask(server, multipart_file("Caf\xe9.txt".encode("latin-1"))), 400)
+
+
+@pytest.mark.parametrize(
+    "headers,body",
+    [
+        pytest.param(FORM, b"q=Caf%C3%A9 au lait.&source=en&target=de", id="utf-8-form"),
+        pytest.param({"Content-Type": "application/json"}, json.dumps(ENGLISH).encode("utf-8-sig"), id="json-bom"),
+    ],
+)
+def test_a_utf8_body_is_read(server: RunningService, headers: dict, body: bytes):
+    assert status(ask(server, http_request("POST", "/translate", headers, body))) == 200
+
+
+def test_an_oversized_body_gets_413_before_its_key_is_checked(keyed: RunningService):
+    """The key may be in the body, which is not read: 413 comes first (as README.md says)."""
+    head = http_request("POST", "/translate", {"Content-Type": "application/json", "Content-Length": "10000000"})
+    error_of(ask(keyed, head), 413)
+    error_of(ask(keyed, json_request("/translate", ENGLISH)), 403)
+
+
+def test_of_two_api_keys_in_json_the_last_counts(keyed: RunningService):
+    """As README.md says: Python's json keeps the last of a key given twice, api_key too."""
+    text = json.dumps(ENGLISH)[:-1]
+    accepted = f'{text}, "api_key": "wrong", "api_key": "{KEY}"}}'.encode()
+    refused = f'{text}, "api_key": "{KEY}", "api_key": "wrong"}}'.encode()
+    json_type = {"Content-Type": "application/json"}
+    assert status(ask(keyed, http_request("POST", "/translate", json_type, accepted))) == 200
+    error_of(ask(keyed, http_request("POST", "/translate", json_type, refused)), 403)
+
+
+# --- keep-alive connections when the service stops -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("stop", [sigterm, engine_death], ids=["sigterm", "engine-death"])
+def test_no_request_on_a_keep_alive_connection_goes_unanswered_when_the_service_stops(
+    tiny_model_dir: Path, tmp_path: Path, stop
+):
+    """Before: 16 requests on reused connections got a reset or EOF, and 146-212 answers of 503 went out without
+    Connection: close."""
+    with running_service(tiny_model_dir, tmp_path / "service.log", http_workers=2, threads=1, drain_seconds=2,
+                         log_level="warning") as service:
+        found = keep_alive_through(service, stop(service), clients=8)
+    assert found["exit_code"] == (0 if stop is sigterm else 1), found
+    assert found["reused_unanswered"] == 0 and found["unclosed_503"] == 0, found
+    assert found["answers"].get("503", 0) > 0, f"nothing was answered while stopping: a weak test: {found}"
+
+
+# --- the temporary folder ----------------------------------------------------------------------------------------
+
+
+def test_a_failed_bind_leaves_no_temporary_folder(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(OSError):
+            Supervisor(Settings(host="127.0.0.1", port=taken.getsockname()[1]))
+    assert list(tmp_path.iterdir()) == []
