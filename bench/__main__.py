@@ -73,6 +73,10 @@ BENCHMARKS = [
         "python -m bench.serving.checkouts /tmp/base",
     ),
     Benchmark(
+        "document", "bench.serving.document",
+        "a 1 MB .docx translated through /translate_file in one request: its time, and its structure after",
+    ),
+    Benchmark(
         "load", "bench.serving.load",
         "the service's throughput and latency with dynamic batching against batch size 1",
         args=("--compare", "--concurrency", "32", "--seconds", "20"),
