@@ -52,6 +52,29 @@ def rss_mib(pid: int | str = "self") -> float:
     return _proc_status_mib("VmRSS", pid)
 
 
+def descendants(pid: int) -> list[int]:
+    """A process's children, their children, and so on (Linux's /proc/PID/task/*/children)."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:  # the task ended meanwhile
+            continue
+    return children + [grandchild for child in children for grandchild in descendants(child)]
+
+
+def tree_rss_mib(pid: int) -> float:
+    """The resident set size of a process and all its descendants (a service's supervisor, engine and workers); a
+    process that ends meanwhile counts for nothing. Shared pages count once per process, as VmRSS does."""
+    total = 0.0
+    for member in [pid, *descendants(pid)]:
+        try:
+            total += rss_mib(member)
+        except (OSError, RuntimeError):
+            continue
+    return total
+
+
 def peak_rss_mib(pid: int | str = "self") -> float:
     """A process's peak resident set size (VmHWM), from /proc.
 

@@ -7,7 +7,8 @@ Starts the service (service.launch) with the shipped model and drives it from `-
 sentences greedy and with beam 4, 64-sentence requests, beam 8 with 3 alternatives (the heaviest: 64 sentences),
 /detect, bad input that must get 400, and abandoned requests (64 sentences, beam 4, the socket closed right after
 sending). The clients are httpx's (and raw sockets for the abandoned ones), not wrk as in bench.serving.loadgen: wrk
-sends one kind of request. The service's resident memory (VmRSS) is sampled every few seconds.
+sends one kind of request. The resident memory of the service's processes together (the supervisor, the engine and
+the HTTP workers: their VmRSS summed) is sampled every few seconds.
 
 Writes bench/results/soak.json and soak.md: RSS idle before the load, its peak, at the end of the load and idle
 after it, and its growth from the first minute's median to the last minute's; responses by kind and status, as the
@@ -34,7 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common.cli import parse_settings
 from bench.common.defaults import MODEL_DIR, RESULTS
-from bench.common.machine import environment, rss_mib
+from bench.common.machine import environment, tree_rss_mib
 from bench.common.report import markdown_table, write_results
 from bench.common.sentences import SENTENCES, multi30k_sentences
 from service.launch import running_service
@@ -140,7 +141,7 @@ async def client_loop(client: httpx.AsyncClient, port: int, pool: list[str], dea
 async def sample_rss(pid: int, every: float, stop: asyncio.Event, samples: list[tuple[float, float]]) -> None:
     started = time.monotonic()
     while not stop.is_set():
-        samples.append((round(time.monotonic() - started, 1), round(rss_mib(pid), 1)))
+        samples.append((round(time.monotonic() - started, 1), round(tree_rss_mib(pid), 1)))
         try:
             await asyncio.wait_for(stop.wait(), every)
         except TimeoutError:
@@ -167,7 +168,7 @@ def idle_rss(pid: int, seconds: float) -> float:
     time.sleep(seconds)
     values = []
     for _ in range(5):
-        values.append(rss_mib(pid))
+        values.append(tree_rss_mib(pid))
         time.sleep(0.2)
     return statistics.median(values)
 
