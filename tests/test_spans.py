@@ -55,3 +55,15 @@ def test_a_dropped_placeholder_is_put_back_whole_and_counted(translation: str):
     restored, put_back = protected.restore(translation)
     assert put_back == 1 and restored.count("https://example.com/a") == 1
     assert restored.replace("https://example.com/a", "").split() == translation.split()
+
+
+def test_numbers_the_model_made_of_placeholders_are_taken_out():
+    """A second copy of a placeholder, or two run together (seen with the shipped models: "73018", "73352"), are not
+    left in the translation; the text's own numbers, and numbers of other markup, are."""
+    protected = protect("Run `make test` in 7301 steps, thanks @maria, 2024.")
+    code, mention = protected.spans
+    assert "7301" not in protected.spans  # the text's own number
+    translation = f"Führe {code} in 7301 Schritten aus {code}{mention[-1]} 2024, danke {mention} {mention}."
+    restored, put_back = protected.restore(translation)
+    assert restored == "Führe `make test` in 7301 Schritten aus 2024, danke @maria."
+    assert put_back == 0

@@ -34,6 +34,7 @@ KINDS = {
 }
 SPANS = regex.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in KINDS.items()), regex.V1)
 FIRST_PLACEHOLDER, PLACEHOLDER_STEP = 7301, 17
+HELD = "\ue000"  # a private-use character: marks a found placeholder while strays are taken out
 
 
 @dataclass
@@ -45,16 +46,36 @@ class Protected:
     places: dict[str, float]  # placeholder -> where it stood, as a share of the text's length
 
     def restore(self, translation: str) -> tuple[str, int]:
-        """The translation with each placeholder's span back; how many had to be put back by place."""
+        """The translation with each placeholder's span back; how many had to be put back by place. A number the
+        model made of placeholders (a second copy, two run together: "73018") is taken out first."""
+        if not self.spans:
+            return translation, 0
+        found = {}
+        for i, placeholder in enumerate(self.spans):  # each placeholder's first copy, held by a digit-free mark
+            match = regex.search(placeholder_pattern(placeholder), translation)
+            if match:
+                translation = f"{translation[: match.start()]}{HELD}{i}{HELD}{translation[match.end() :]}"
+                found[placeholder] = f"{HELD}{i}{HELD}"
+        translation = self.without_strays(translation)
         missing = 0
         for placeholder, span in self.spans.items():
-            found = regex.search(placeholder_pattern(placeholder), translation)
-            if found:
-                translation = translation[: found.start()] + span + translation[found.end() :]
+            if placeholder in found:
+                translation = translation.replace(found[placeholder], span, 1)
             else:
                 translation = insert_at_word_boundary(translation, span, self.places[placeholder])
                 missing += 1
         return translation, missing
+
+    def without_strays(self, translation: str) -> str:
+        """The translation less the numbers of four digits or more that begin as a placeholder does and that the
+        text (placeholders aside) does not hold: what the model made of placeholders."""
+        heads = {placeholder[:2] for placeholder in self.spans}
+        own = set(regex.findall(r"\d+", self.text)) - set(self.spans)
+
+        def stray(match: regex.Match) -> bool:
+            return match.group(1)[:2] in heads and match.group(1) not in own
+
+        return regex.sub(r" ?(?<![\d.,])(\d{4,})(?!\d)", lambda m: "" if stray(m) else m.group(), translation)
 
 
 def unprotected(text: str) -> Protected:
