@@ -1,7 +1,7 @@
 """Between the processes: what an HTTP worker and the engine process say to each other, and what a worker may ask
 of an engine (EngineClient), whether the engine runs in another process or in its own.
 
-    worker -> engine   Hello(id)                           answered Ready(id, pairs, deadlines) once every model is warm
+    worker -> engine   Hello(id)                           answered Ready(id, pairs) once every model is warm
                        Translate(id, pair, sentences, opts) answered Done(id, hypotheses) or Failed(id, error, text)
                        Cancel(id)                           the client hung up, or the deadline passed: its sentences
                                                             leave the engine
@@ -9,9 +9,9 @@ of an engine (EngineClient), whether the engine runs in another process or in it
 
 Messages are msgspec structs, tagged by their kind and encoded as MessagePack: typed on both sides, and no pickle
 between processes. The engine states its pairs once, in Ready: each pair's languages, model folder, and where and
-in which precision it runs; a worker loads its tokenizers from that folder. Ready also states the deadlines a worker
-holds the engine to (Deadlines): an engine silent for longer than `silence_s` is STALLED, and a translation not
-answered within `answer_s` is dropped and answered 503.
+in which precision it runs; a worker loads its tokenizers from that folder. A worker holds the engine to deadlines
+of its own settings: silent for longer than TRANSLATOR_ENGINE_STALL_S, the engine is STALLED; a translation not
+answered within TRANSLATOR_ENGINE_TIMEOUT_S is dropped and answered 503.
 
 Neither ONNX Runtime nor PyTorch: both sides import it.
 """
@@ -95,13 +95,6 @@ class PairInfo(msgspec.Struct, frozen=True):
         return pair_name(self.source, self.target)
 
 
-class Deadlines(msgspec.Struct, frozen=True):
-    """How long a worker waits for its engine (TRANSLATOR_ENGINE_STALL_S and TRANSLATOR_ENGINE_TIMEOUT_S)."""
-
-    silence_s: float  # heard nothing (no Pong) for this long: the engine is STALLED
-    answer_s: float  # a translation not answered within this: dropped (Cancel), answered 503
-
-
 # --- the messages ---------------------------------------------------------------------------------------------
 
 
@@ -127,7 +120,6 @@ class Ping(msgspec.Struct, tag=True):
 class Ready(msgspec.Struct, tag=True):
     id: int
     pairs: list[PairInfo]
-    deadlines: Deadlines
 
 
 class Done(msgspec.Struct, tag=True):
@@ -179,10 +171,6 @@ class EngineClient(Protocol):
     def pairs(self) -> list[PairInfo]:
         """The pairs served; known once the engine is READY."""
 
-    @property
-    def deadlines(self) -> Deadlines:
-        """How long a caller waits for this engine; known once it is READY."""
-
     async def prepare(self) -> None:
         """What needs no running engine (sockets); done before the HTTP port is served."""
 
@@ -190,9 +178,9 @@ class EngineClient(Protocol):
         """Load or wait for the engine; returns once it is READY."""
 
     async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
-        """The hypotheses of each sentence of `pair`, in order, within deadlines.answer_s; raises an EngineError
-        (EngineStalled past the deadline). Cancelling the call abandons the sentences: they leave the queue and the
-        running batch."""
+        """The hypotheses of each sentence of `pair`, in order, within TRANSLATOR_ENGINE_TIMEOUT_S; raises an
+        EngineError (EngineStalled past the deadline). Cancelling the call abandons the sentences: they leave the
+        queue and the running batch."""
 
     def stop(self, deadline: float) -> Awaitable[None]:
         """DRAINING from this call on: no more work is taken; the awaitable returned ends once accepted work is

@@ -27,7 +27,7 @@ from service.engine.batcher import Batcher
 from service.engine.memory import resident_bytes
 from service.engine.sessions import ModelSessions
 from service.metrics import Metrics
-from service.protocol import Deadlines, EngineStalled, PairInfo, Phase, ShuttingDown
+from service.protocol import EngineStalled, PairInfo, Phase, ShuttingDown
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,6 @@ class Engine:
         self.loader = loader
         self.phase = Phase.LOADING
         self.pairs: list[PairInfo] = []
-        self.deadlines = Deadlines(settings.engine_stall_s, settings.engine_timeout_s)
         self.runners: list[Runner] = []  # one per model folder
         self.routes: dict[str, Runner] = {}  # pair name -> its folder's runner
         self.memory_report: asyncio.Task | None = None
@@ -113,9 +112,9 @@ class Engine:
         if self.phase is not Phase.READY:
             raise ShuttingDown()
         try:
-            hyps = await asyncio.wait_for(self.routes[pair].submit(sentences, opts), self.deadlines.answer_s)
+            hyps = await asyncio.wait_for(self.routes[pair].submit(sentences, opts), self.settings.engine_timeout_s)
         except TimeoutError:  # wait_for cancelled the submission: its sentences left the queue and the batch
-            raise EngineStalled(f"no answer within {self.deadlines.answer_s:g} s") from None
+            raise EngineStalled(f"no answer within {self.settings.engine_timeout_s:g} s") from None
         self.metrics.input_tokens.labels(pair).inc(sum(len(ids) for ids in sentences))
         self.metrics.output_tokens.labels(pair).inc(sum(len(h[0].tokens) + 1 for h in hyps if h))  # with </s>
         return hyps

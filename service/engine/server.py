@@ -78,7 +78,7 @@ class EngineServer:
     async def _reply(self, message: Hello | Translate) -> Reply:
         if isinstance(message, Hello):
             await self.loaded.wait()
-            return Ready(message.id, self.engine.pairs, self.engine.deadlines)
+            return Ready(message.id, self.engine.pairs)
         return Done(message.id, await self.engine.translate(message.pair, message.sentences, message.opts))
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
 """The HTTP worker's FastAPI app: LibreTranslate's API (routes/), health, readiness and metrics, the page at / and
 the docs, in front of an engine (service.protocol.EngineClient).
 
-    app = create_app(settings, RemoteEngine(address, lifeline))   # an HTTP worker of `python -m service`
+    app = create_app(settings, RemoteEngine(address, lifeline, settings))   # an HTTP worker of `python -m service`
     app = create_app(settings, Engine(settings, metrics), metrics)  # one process serves everything (service.solo)
 
 The engine starts in the background, so /health answers at once and /ready turns 200 once the engine is READY and

@@ -19,5 +19,5 @@ def run(
 ) -> None:
     end_with_parent(parent)
     setup_logging(settings)
-    app = create_app(settings, RemoteEngine(address, lifeline), main_pid=parent, shared=Path(folder))
+    app = create_app(settings, RemoteEngine(address, lifeline, settings), main_pid=parent, shared=Path(folder))
     DrainingServer.for_app(app, settings).run(sockets=[listener])

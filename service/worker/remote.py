@@ -5,10 +5,11 @@ The lifeline: a pipe whose only writer is the engine process. When the engine di
 fails what it waited for with EngineGone (503) and turns GONE; the supervisor then stops the service.
 
 The heartbeat: once the engine is READY, this worker pings it every HEARTBEAT_S, one ping at a time. An engine that
-is alive but stopped (SIGSTOP) or whose event loop is wedged answers no Pong: after the engine's Deadlines.silence_s
+is alive but stopped (SIGSTOP) or whose event loop is wedged answers no Pong: after TRANSLATOR_ENGINE_STALL_S
 this worker turns STALLED (/ready and new requests get 503 at once), fails what it waited for with EngineStalled
 (503) and tells the engine to drop that work (Cancel, read when it runs again); at the next Pong it is READY again.
-A translation the engine does not answer within Deadlines.answer_s is dropped (Cancel) and answered EngineStalled.
+A translation the engine does not answer within TRANSLATOR_ENGINE_TIMEOUT_S is dropped (Cancel) and answered
+EngineStalled.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from core.search import Hypothesis, SearchOptions
 from service.protocol import (
     ERRORS,
     Cancel,
-    Deadlines,
     Done,
     EngineError,
     EngineGone,
@@ -43,6 +43,7 @@ from service.protocol import (
     decode_reply,
     encode,
 )
+from service.settings import Settings
 
 log = logging.getLogger(__name__)
 HEARTBEAT_S = 0.5  # how often a worker pings the engine once it is READY
@@ -50,12 +51,12 @@ REFUSALS: dict[Phase, type[EngineError]] = {Phase.GONE: EngineGone, Phase.STALLE
 
 
 class RemoteEngine:
-    def __init__(self, address: str, lifeline: Connection):
+    def __init__(self, address: str, lifeline: Connection, settings: Settings):
         self.address = address
         self.lifeline = lifeline
+        self.silence_s, self.answer_s = settings.engine_stall_s, settings.engine_timeout_s
         self.phase = Phase.LOADING
         self.pairs: list[PairInfo] = []
-        self.deadlines: Deadlines | None = None  # stated by the engine in Ready
         self.futures: dict[int, asyncio.Future] = {}
         self.ids = itertools.count()
         self.socket: zmq.asyncio.Socket | None = None
@@ -75,7 +76,7 @@ class RemoteEngine:
         """Wait for the engine to be ready: every worker learns the pairs the moment the engine's answer arrives; then
         start the heartbeat."""
         ready: Ready = await self._call(lambda id: Hello(id))
-        self.pairs, self.deadlines = ready.pairs, ready.deadlines
+        self.pairs = ready.pairs
         if self.phase is Phase.LOADING:
             self.phase = Phase.READY
         self.heartbeat = asyncio.create_task(self._heartbeat())
@@ -83,7 +84,7 @@ class RemoteEngine:
     async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
         if self.phase is not Phase.READY:
             raise REFUSALS.get(self.phase, ShuttingDown)()
-        done: Done = await self._call(lambda id: Translate(id, pair, sentences, opts), self.deadlines.answer_s)
+        done: Done = await self._call(lambda id: Translate(id, pair, sentences, opts), self.answer_s)
         return done.hypotheses
 
     def stop(self, deadline: float) -> Awaitable[None]:
@@ -128,7 +129,7 @@ class RemoteEngine:
             self.ponged.clear()
             await self.socket.send(encode(Ping(next(self.ids))))
             try:
-                await asyncio.wait_for(self.ponged.wait(), self.deadlines.silence_s)
+                await asyncio.wait_for(self.ponged.wait(), self.silence_s)
             except TimeoutError:
                 await self._stalled()
                 await self.ponged.wait()
@@ -138,7 +139,7 @@ class RemoteEngine:
         """The engine is silent: answer 503 to what waits for it, and tell it to drop that work."""
         if self.phase is not Phase.READY:
             return
-        log.error("the engine has not answered for %g s: answering 503 until it does", self.deadlines.silence_s)
+        log.error("the engine has not answered for %g s: answering 503 until it does", self.silence_s)
         self.phase = Phase.STALLED
         waiting = [request_id for request_id, future in self.futures.items() if not future.done()]
         for request_id in waiting:
