@@ -149,10 +149,9 @@ class Pipeline:
             raise Unsupported(self.not_available(ranked[0][0], req.target))
         return self.pairs.pair(found[0], req.target), found
 
-    def prepare(self, original: str, req: TranslateRequest) -> Text:
-        """A text of q cleaned (clean_text), its markup and protected spans taken out, routed and split; a text with
-        nothing to translate is given back as it came."""
-        text = clean_text(original)
+    def prepare(self, original: str, text: str, req: TranslateRequest) -> Text:
+        """A text of q, cleaned (`text`: clean_text's), its markup and protected spans taken out, routed and split; a
+        text with nothing to translate is given back as it came (`original`)."""
         html = HtmlText(text) if req.format == "html" else None
         segments = [protect(segment) if self.settings.protect_spans else unprotected(segment)
                     for segment in (html.texts if html else [text])]
@@ -164,9 +163,7 @@ class Pipeline:
 
     async def translate(self, req: TranslateRequest) -> TranslateResponse:
         """A request: at most max_chars characters, and max_request_work decoder row-steps."""
-        texts = [req.q] if isinstance(req.q, str) else req.q
-        self.check_texts([clean_text(text) for text in texts])
-        return await self.run(req, texts, work_limit=True)
+        return await self.run(req, [req.q] if isinstance(req.q, str) else req.q, request_limits=True)
 
     async def translate_document(self, texts: list[str], source: str, target: str) -> list[str]:
         """A document's texts (service.worker.documents; TRANSLATOR_MAX_FILE_CHARS bounds it when it is read, not
@@ -182,7 +179,7 @@ class Pipeline:
         async def batch(begin: int) -> None:
             req = check.model_copy(update={"q": texts[begin : begin + DOCUMENT_BATCH]})
             async with running:
-                answer = await self.run(req, req.q, work_limit=False)
+                answer = await self.run(req, req.q, request_limits=False)
             translated[begin : begin + DOCUMENT_BATCH] = answer.translatedText
 
         await asyncio.gather(*(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH)))
@@ -197,10 +194,14 @@ class Pipeline:
         pair, _ = self.route(sample, TranslateRequest(q=sample, source="auto", target=target))
         return pair.source if pair else target
 
-    async def run(self, req: TranslateRequest, texts: list[str], work_limit: bool) -> TranslateResponse:
-        """Clean, route, split, tokenize and submit the texts; `work_limit`: refuse more than max_request_work."""
+    async def run(self, req: TranslateRequest, texts: list[str], request_limits: bool) -> TranslateResponse:
+        """Clean, route, split, tokenize and submit the texts; `request_limits`: a request's max_chars and
+        max_request_work hold (a document has its own limit, checked when it is read)."""
+        cleaned = [clean_text(text) for text in texts]
+        if request_limits:
+            self.check_texts(cleaned)
         self.check(req)
-        prepared = [self.prepare(text, req) for text in texts]
+        prepared = [self.prepare(original, text, req) for original, text in zip(texts, cleaned)]
         by_pair: dict[str, list[Text]] = {}
         for text in prepared:
             if text.pair and text.sentences:
@@ -210,7 +211,7 @@ class Pipeline:
             pair = group[0].pair
             ids[name] = pair.source_ids([s for t in group for s in t.sentences])
         opts = self.search_options(req)
-        self.check_sizes([x for pair_ids in ids.values() for x in pair_ids], opts, work_limit)
+        self.check_sizes([x for pair_ids in ids.values() for x in pair_ids], opts, request_limits)
         await asyncio.gather(*(self.submit(group, ids[name], opts) for name, group in by_pair.items()))
         return self.answer(req, prepared)
 
