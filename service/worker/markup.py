@@ -27,12 +27,11 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import count
 from typing import Any, Literal
 
 import regex
 
-from service.worker.spans import FIRST_PLACEHOLDER, PLACEHOLDER_STEP
+from service.worker.spans import SEPARATOR, THOUSANDS, made_of_placeholders, placeholder_numbers
 
 
 @dataclass(eq=False)
@@ -62,8 +61,7 @@ Unit = list[Piece]
 
 WORD = regex.compile(r"\w+")
 # a placeholder as the model may write it (spans.placeholder_pattern, or run into a word): its digits are groups 1, 2
-NUMBER = regex.compile(r"(?<![\d.,])(\d+)[.,\u00a0\u202f ]?(\d{3})(?!\d|[.,]\d)")
-SEPARATOR = regex.compile(r"(?<=\d)[.,\u00a0\u202f ](?=\d{3})")
+NUMBER = regex.compile(rf"(?<![\d.,])(\d+){SEPARATOR}?(\d{{3}})(?!\d|[.,]\d)")
 # no space is put between a placeholder and an opening bracket or quote before it, or punctuation after it
 OPENING = set("([{«‹„‚“‘\"'¿¡")
 CLOSING = set(".,;:!?)]}»›“”‘’\"'…")
@@ -115,7 +113,7 @@ def mark(unit: Unit) -> Marked:
     head = pieces_of(text, tags[:h], 0, start)
     tail = pieces_of(text, tags[t:], end, len(text))
     body = freeze_words(text[start:end], [(at - start, tag) for at, tag in tags[h:t]])
-    return assemble(body, head, tail, numbers(text), text)
+    return assemble(body, head, tail, placeholder_numbers(text), text)
 
 
 def unmark(translation: str, marked: Marked) -> Unit:
@@ -279,11 +277,6 @@ def link(event: Event, opened: list[tuple[Event, int]], top: list[Event], length
         opened.append((event, length))
 
 
-def numbers(text: str) -> Iterator[str]:
-    """Placeholder numbers that `text` does not hold."""
-    return (str(n) for n in count(FIRST_PLACEHOLDER, PLACEHOLDER_STEP) if str(n) not in text)
-
-
 def take_out(translation: str, groups: dict[str, Group], source: str) -> tuple[str, dict[Event, int]]:
     """The translation without placeholders (nor the spaces mark() put beside them), and where each event of a
     placeholder found stands in it. A placeholder the model wrote twice stands at its first; a number the source
@@ -293,12 +286,11 @@ def take_out(translation: str, groups: dict[str, Group], source: str) -> tuple[s
     places: dict[Event, int] = {}
     length = at = 0
     last = ""  # the last character of the text so far
-    prefixes = {placeholder[:2] for placeholder in groups}
-    source = SEPARATOR.sub("", source)
+    source = THOUSANDS.sub("", source)
     for m in NUMBER.finditer(translation):
         number = m[1] + m[2]
         group = groups.get(number)
-        if group is None and (number[:2] not in prefixes or number in source):
+        if group is None and not made_of_placeholders(number, groups, source):
             continue
         gap = translation[at : m.start()]
         at = m.end()

@@ -14,7 +14,9 @@ them in the target language's style (2,000 -> 2.000).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import count
 
 import regex
 
@@ -34,6 +36,8 @@ KINDS = {
 }
 SPANS = regex.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in KINDS.items()), regex.V1)
 FIRST_PLACEHOLDER, PLACEHOLDER_STEP = 7301, 17
+SEPARATOR = "[.,\u00a0\u202f ]"  # a thousands separator the model may write into a placeholder (7.301, 7 301)
+THOUSANDS = regex.compile(rf"(?<=\d){SEPARATOR}(?=\d{{3}})")
 HELD = "\ue000"  # a private-use character: marks a found placeholder while strays are taken out
 
 
@@ -67,15 +71,13 @@ class Protected:
         return translation, missing
 
     def without_strays(self, translation: str) -> str:
-        """The translation less the numbers of four digits or more that begin as a placeholder does and that the
-        text (placeholders aside) does not hold: what the model made of placeholders."""
-        heads = {placeholder[:2] for placeholder in self.spans}
-        own = set(regex.findall(r"\d+", self.text)) - set(self.spans)
+        """The translation less the numbers of four digits or more that the model made of placeholders."""
+        source = THOUSANDS.sub("", regex.sub("|".join(self.spans), "", self.text))  # placeholders aside
 
-        def stray(match: regex.Match) -> bool:
-            return match.group(1)[:2] in heads and match.group(1) not in own
+        def kept(match: regex.Match) -> str:
+            return "" if made_of_placeholders(match.group(1), self.spans, source) else match.group()
 
-        return regex.sub(r" ?(?<![\d.,])(\d{4,})(?!\d)", lambda m: "" if stray(m) else m.group(), translation)
+        return regex.sub(r" ?(?<![\d.,])(\d{4,})(?!\d)", kept, translation)
 
 
 def unprotected(text: str) -> Protected:
@@ -83,16 +85,28 @@ def unprotected(text: str) -> Protected:
     return Protected(text, {}, {})
 
 
+def placeholder_numbers(text: str) -> Iterator[str]:
+    """Placeholder numbers, in order, that `text` does not hold (spans and inline markup take theirs from here)."""
+    return (str(n) for n in count(FIRST_PLACEHOLDER, PLACEHOLDER_STEP) if str(n) not in text)
+
+
+def made_of_placeholders(number: str, placeholders: Iterable[str], source: str) -> bool:
+    """Whether a number of a translation is what the model made of placeholders (a second copy, two run together:
+    "7301 an 7318" as "730118"): it begins as a placeholder does, and the source (thousands separators and
+    placeholders aside) does not hold it."""
+    return number[:2] in {placeholder[:2] for placeholder in placeholders} and number not in source
+
+
 def placeholder_pattern(placeholder: str) -> str:
     """The placeholder as the model may write it: as it is, or with a thousands separator (7.301, 7,301, 7 301)."""
     head, tail = placeholder[:-3], placeholder[-3:]
-    return rf"(?<![\w.,]){head}[.,\u00a0\u202f ]?{tail}(?![\w]|[.,]\d)"
+    return rf"(?<![\w.,]){head}{SEPARATOR}?{tail}(?![\w]|[.,]\d)"
 
 
 def protect(text: str) -> Protected:
     """Replace every protected span of `text` by a placeholder number that `text` does not hold."""
     spans, places, pieces, end = {}, {}, [], 0
-    numbers = (str(n) for n in range(FIRST_PLACEHOLDER, 10**6, PLACEHOLDER_STEP) if str(n) not in text)
+    numbers = placeholder_numbers(text)
     for match in SPANS.finditer(text):
         placeholder = next(numbers)
         spans[placeholder] = match.group()
