@@ -19,6 +19,22 @@ PAIRS = (
 )
 
 
+# English and German sentences for the tokenizers and random models of the converter tests (tests/test_ct2.py,
+# tests/test_argos.py).
+MIXED_SENTENCES = [
+    "A man in an orange hat is looking at something.",
+    "Two dogs are running on the green grass.",
+    "A girl in a karate uniform breaks a board with a kick.",
+    "Five people wearing winter jackets stand in the snow.",
+    "People are fixing the roof of a house.",
+    "A woman with a large purse is walking by a gate.",
+    "Ein Mann mit einem orangefarbenen Hut starrt auf etwas.",
+    "Zwei Hunde rennen auf dem grünen Gras.",
+    "Ein Mädchen in einem Karateanzug bricht ein Brett.",
+    "Fünf Leute in Winterjacken stehen im Schnee.",
+]
+
+
 @pytest.fixture(scope="session")
 def sentence_pairs() -> tuple[tuple[str, str], ...]:
     """A handful of (English, German) sentence pairs."""

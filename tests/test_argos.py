@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import sentencepiece as spm
 import torch
+from conftest import MIXED_SENTENCES as SENTENCES
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
@@ -40,18 +41,6 @@ from service.translator import Translator  # noqa: E402
 
 torch.set_num_threads(1)
 
-SENTENCES = [
-    "A man in an orange hat is looking at something.",
-    "Two dogs are running on the green grass.",
-    "A girl in a karate uniform breaks a board with a kick.",
-    "Five people wearing winter jackets stand in the snow.",
-    "People are fixing the roof of a house.",
-    "A woman with a large purse is walking by a gate.",
-    "Ein Mann mit einem orangefarbenen Hut starrt auf etwas.",
-    "Zwei Hunde rennen auf dem grünen Gras.",
-    "Ein Mädchen in einem Karateanzug bricht ein Brett.",
-    "Fünf Leute in Winterjacken stehen im Schnee.",
-]
 WORDS = sorted({word for sentence in SENTENCES for word in sentence.split()})
 # 120 sources of 3 to 12 of those words: new sentences of known pieces, of many lengths
 TEXTS = [" ".join(np.random.default_rng(i).choice(WORDS, 3 + i % 10)) for i in range(120)]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import MIXED_SENTENCES
 
 pytest.importorskip("ctranslate2")
 
@@ -18,18 +19,7 @@ from model.config import preset  # noqa: E402
 from model.tokenizer import train_sentencepiece  # noqa: E402
 from model.transformer import Transformer  # noqa: E402
 
-SENTENCES = [
-    "A man in an orange hat is looking at something.",
-    "Two dogs are running on the green grass.",
-    "A girl in a karate uniform breaks a board with a kick.",
-    "Five people wearing winter jackets stand in the snow.",
-    "People are fixing the roof of a house.",
-    "A woman with a large purse is walking by a gate.",
-    "Ein Mann mit einem orangefarbenen Hut starrt auf etwas.",
-    "Zwei Hunde rennen auf dem grünen Gras.",
-    "Ein Mädchen in einem Karateanzug bricht ein Brett.",
-    "Fünf Leute in Winterjacken stehen im Schnee.",
-] * 20
+SENTENCES = MIXED_SENTENCES * 20
 VOCAB = 90
 
 
