@@ -116,6 +116,8 @@ class RunningBatch:
         self.max_lengths = np.zeros(0, dtype=np.int64)  # SearchOptions.longest of its source
         self.steps = np.zeros(0, dtype=np.int64)  # tokens decoded so far; the next one is at position `steps`
         self.forced = np.zeros(0, dtype=np.int64)  # SearchOptions.forced_token, -1 for none
+        self.widest = 0  # the largest beam size
+        self.forcing = False  # whether some sentence's next step is its first, with a forced token
         # per row
         self.tokens = np.zeros(0, dtype=np.int64)  # its last token, read at the next step
         self.scores = np.zeros(0, dtype=np.float64)  # its log-probability so far (beams only)
@@ -139,6 +141,8 @@ class RunningBatch:
         self.steps = np.concatenate([self.steps, np.zeros(len(sources), dtype=np.int64)])
         forced = [-1 if opts.forced_token is None else opts.forced_token for opts in options]
         self.forced = np.concatenate([self.forced, np.array(forced, dtype=np.int64)])
+        self.widest = int(self.beam_sizes.max())
+        self.forcing |= max(forced) >= 0
         first = np.concatenate([[True] + [False] * (k - 1) for k in beam_sizes])  # at first all beams are the
         self.scores = np.concatenate([self.scores, np.where(first, 0.0, -np.inf)])  # same: only the first extends
         self.tokens = np.concatenate([self.tokens, np.full(len(first), self.cfg.bos_id, dtype=np.int64)])
@@ -157,38 +161,51 @@ class RunningBatch:
 
     def step(self) -> list[Sentence]:
         """Decode one token for every row; returns the sentences that ended at this step, which leave the batch."""
-        widest = int(self.beam_sizes.max())
-        top_tokens, top_logp = self._force(*self.decoder.step(self.tokens, 2 * widest if widest > 1 else 1))
+        widest = self.widest
+        top_tokens, top_logp = self.decoder.step(self.tokens, 2 * widest if widest > 1 else 1)
+        if self.forcing:
+            top_tokens, top_logp = self._force(top_tokens, top_logp)
         if widest == 1:
             return self._greedy_step(top_tokens[:, 0])
-        starts = np.cumsum(self.beam_sizes) - self.beam_sizes  # each sentence's first row
-        done = np.zeros(len(self), dtype=bool)
-        # what goes on, per beam size: each new row's sentence, and its old row, token and score
-        goes_on: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-        one_size = bool((self.beam_sizes == widest).all())
-        for k in [widest] if one_size else np.unique(self.beam_sizes):
-            members = np.arange(len(self)) if one_size else np.flatnonzero(self.beam_sizes == k)
-            rows = starts[members][:, None] + np.arange(k)  # (G, k)
-            search = self._greedy if k == 1 else self._beam
-            ends, old_rows, token, score = search(members, rows, top_tokens[rows], top_logp[rows])
-            done[members] = ends
-            goes_on.append((np.repeat(members[~ends], k), old_rows.ravel(), token.ravel(), score.ravel()))
-        ended = [self.sentences[m] for m in np.flatnonzero(done)]
-        sentence, old_rows, tokens, scores = map(np.concatenate, zip(*goes_on))
-        if len(goes_on) > 1:  # back into sentence order
-            order = np.argsort(sentence, kind="stable")
-            old_rows, tokens, scores = old_rows[order], tokens[order], scores[order]
+        if len(self.tokens) == widest * len(self):  # one beam size: its rows side by side, no bookkeeping
+            rows = np.arange(self.rows).reshape(len(self), widest)
+            done, old_rows, tokens, scores = self._beam(np.arange(len(self)), rows,
+                                                         top_tokens.reshape(*rows.shape, -1),
+                                                         top_logp.reshape(*rows.shape, -1))
+            old_rows, tokens, scores = old_rows.ravel(), tokens.ravel(), scores.ravel()
+        else:
+            done, old_rows, tokens, scores = self._beam_sizes(top_tokens, top_logp)
+        ended = [self.sentences[m] for m in np.flatnonzero(done)] if done.any() else []
         self.steps += 1
-        self._keep(np.flatnonzero(~done), old_rows, left=bool(ended))
+        self._keep(np.flatnonzero(~done) if ended else None, old_rows, left=bool(ended))
         self.tokens, self.scores = tokens, scores
         if self.rows:
             self.history[np.arange(self.rows), np.repeat(self.steps - 1, self.beam_sizes)] = tokens
         return ended
 
+    def _beam_sizes(self, top_tokens: np.ndarray, top_logp: np.ndarray) -> tuple[np.ndarray, ...]:
+        """A step of sentences of several beam sizes, each size searched on its own: which sentences end, and the
+        old row, token and score of each row that goes on, in sentence order."""
+        starts = np.cumsum(self.beam_sizes) - self.beam_sizes  # each sentence's first row
+        done = np.zeros(len(self), dtype=bool)
+        # what goes on, per beam size: each new row's sentence, and its old row, token and score
+        goes_on: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        for k in np.unique(self.beam_sizes):
+            members = np.flatnonzero(self.beam_sizes == k)
+            rows = starts[members][:, None] + np.arange(k)  # (G, k)
+            search = self._greedy if k == 1 else self._beam
+            ends, old_rows, token, score = search(members, rows, top_tokens[rows], top_logp[rows])
+            done[members] = ends
+            goes_on.append((np.repeat(members[~ends], k), old_rows.ravel(), token.ravel(), score.ravel()))
+        sentence, old_rows, tokens, scores = map(np.concatenate, zip(*goes_on))
+        order = np.argsort(sentence, kind="stable")  # back into sentence order
+        return done, old_rows[order], tokens[order], scores[order]
+
     def _force(self, top_tokens: np.ndarray, top_logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The rows' best next tokens, where a sentence at its first step has a forced token: that token alone, at
         log-probability 0 (its other candidates -inf), in place of what the model prefers."""
         starting = (self.steps == 0) & (self.forced >= 0)
+        self.forcing = False  # after this step, no sentence of the batch is at its first
         if not starting.any():
             return top_tokens, top_logp
         rows = np.repeat(starting, self.beam_sizes)
@@ -213,15 +230,16 @@ class RunningBatch:
         self._keep(keep, keep, left=True)
         return ended
 
-    def _keep(self, sentences: np.ndarray, rows: np.ndarray, left: bool) -> None:
+    def _keep(self, sentences: np.ndarray | None, rows: np.ndarray, left: bool) -> None:
         """Go on with these sentences and these rows (of the batch before), in this order; `left`: some sentence
-        left, so the encoder keys/values are selected too."""
+        left, so the encoder keys/values are selected too (without, `sentences` is every one and may be None)."""
         if len(rows) == self.rows and (rows == np.arange(self.rows)).all():
             return
         self.decoder.select(rows, rows if left else None)
         if left:
             self.sentences = [self.sentences[m] for m in sentences]
             self.beam_sizes, self.max_lengths = self.beam_sizes[sentences], self.max_lengths[sentences]
+            self.widest = int(self.beam_sizes.max()) if len(sentences) else 0
             self.steps, self.forced = self.steps[sentences], self.forced[sentences]
         self.tokens, self.scores, self.history = self.tokens[rows], self.scores[rows], self.history[rows]
 
@@ -236,6 +254,8 @@ class RunningBatch:
         """Which greedy sentences end with this token (at </s> or their maximum length); they get their hypothesis."""
         steps = self.steps[members]
         done = (token == self.cfg.eos_id) | (steps + 1 >= self.max_lengths[members])
+        if not done.any():
+            return done
         for m, row, t, last in zip(members[done], rows[done], steps[done], token[done]):
             tokens = self.history[row, :t].tolist() + ([] if last == self.cfg.eos_id else [int(last)])
             self.sentences[m].finished = [Hypothesis(tokens, 0.0)]
@@ -251,7 +271,6 @@ class RunningBatch:
         """
         g, k = rows.shape
         eos, width = self.cfg.eos_id, min(2 * k, top_logp.shape[-1])  # the vocabulary may hold fewer
-        sentences = [self.sentences[m] for m in members]
         steps, max_lengths = self.steps[members], self.max_lengths[members]
         candidates = (self.scores[rows][:, :, None] + top_logp[:, :, :width]).reshape(g, k * width)
         top = np.argsort(-candidates, axis=1, kind="stable")[:, : 2 * k]
@@ -260,7 +279,11 @@ class RunningBatch:
         token = top_tokens[:, :, :width].reshape(g, k * width)[each, top]
         at_limit = steps + 1 >= max_lengths
         ends = token == eos
+        if not (at_limit.any() or ends[:, :k].any()):  # most steps: nothing ends, the k best go on
+            origin = origin[:, :k]
+            return at_limit, np.take_along_axis(rows, origin, axis=1), token[:, :k], top_scores[:, :k]
         ends[at_limit, :k] = True  # at the maximum length the k best all end here
+        sentences = [self.sentences[m] for m in members]
         for b, j in zip(*np.nonzero(ends[:, :k])):
             if np.isfinite(top_scores[b, j]):
                 seq = self.history[rows[b, origin[b, j]], : steps[b]].tolist()

@@ -1,13 +1,14 @@
 """Where our translator's time goes per decoding step: inside ONNX Runtime, or in Python around it.
 
     python -m bench.offline.profile_steps [--model-dir models/en-de] [--precision fp32] [--threads N]
-                                          [--batch-sizes 1 16 64] [--beams 1 4] [--sentences 200]
+                                          [--batch-sizes 1 16 64] [--beams 1 4] [--sentences 200] [--no-ct2]
 
 Wraps, in this process only, the runs of the translator's encoder, decoder, select (the cache reordering) and
 join (appending rows, growing the cache) sessions and the tokenizer, then translates the first N test sentences
 in batches.
 Everything else is the search in NumPy (for beam search: candidates, sorting, finished hypotheses) plus glue.
-CTranslate2 translates the same batches for comparison (its total only: it is all C++).
+CTranslate2 translates the same batches for comparison (its total only: it is all C++), unless --no-ct2 (a folder
+it cannot convert, such as a converted Marian model: bench.common.micro_model's).
 Writes bench/results/profile.json and profile.md.
 """
 
@@ -90,7 +91,8 @@ def markdown(result: dict) -> str:
         ms, share = r["ms_per_step"], r["share"]
         ort_share = share["encoder"] + share["decoder"]
         rows.append(
-            [r["batch_size"], r["beam_size"], r["decoder_steps"], f"{r['seconds']:.2f}", f"{r['ct2_seconds']:.2f}"]
+            [r["batch_size"], r["beam_size"], r["decoder_steps"], f"{r['seconds']:.2f}",
+             f"{r['ct2_seconds']:.2f}" if "ct2_seconds" in r else "-"]
             + [f"{ms[p]:.2f}" for p in PARTS]
             + [f"{ms['search and glue']:.2f}", f"{ort_share:.0%}"]
         )
@@ -109,19 +111,23 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sentences", type=int, default=SHORT_RUN_SENTENCES)
     p.add_argument("--split", default=TEST_SPLIT)
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--no-ct2", action="store_true", help="leave CTranslate2 out")
     args = p.parse_args(argv)
-    args.ct2_dir = ensure_ct2_model(args.model_dir, args.ct2_dir)
     texts = multi30k_sentences(split=args.split)[: args.sentences]
     t = Translator(args.model_dir, precision=args.precision, provider="cpu", threads=args.threads)
     watch = Stopwatch()
     instrument(t, watch)
     translate = ort_engine(t)
-    ct2 = load_engine(f"ct2-{COMPUTE_TYPES[args.precision]}", args.model_dir, args.threads, args.ct2_dir)
+    ct2 = None
+    if not args.no_ct2:
+        args.ct2_dir = ensure_ct2_model(args.model_dir, args.ct2_dir)
+        ct2 = load_engine(f"ct2-{COMPUTE_TYPES[args.precision]}", args.model_dir, args.threads, args.ct2_dir)
     runs = []
     for beam in args.beams:
         for batch_size in args.batch_sizes:
             run = profile_run(translate, watch, texts, batch_size, beam)
-            _, run["ct2_seconds"] = timed_run(ct2, texts, SearchOptions(beam_size=beam), batch_size, in_order=True)
+            if ct2:
+                _, run["ct2_seconds"] = timed_run(ct2, texts, SearchOptions(beam_size=beam), batch_size, in_order=True)
             runs.append(run)
             print(f"batch {batch_size} beam {beam}: {run['ms_per_step']}", file=sys.stderr)
     settings = settings_of(args, "out")

@@ -27,7 +27,8 @@ class OrtDecoder:
     buffers of its cache inputs, so the step writes its slot in place. The cache graphs (service.engine.cache_graphs)
     reorder, append and grow them there. Nothing but the tokens, the positions and the top-k
     crosses to NumPy, and on the CPU ONNX Runtime's allocator reuses the caches' memory from step to step, where
-    NumPy would allocate (and fault in) fresh pages.
+    NumPy would allocate (and fault in) fresh pages. The host's inputs (tokens, positions, width, source mask) are
+    NumPy arrays that OrtValues wrap, bound once and written in place (ONNX Runtime copies them to a GPU itself).
     """
 
     def __init__(self, model: ModelSessions):
@@ -40,8 +41,11 @@ class OrtDecoder:
     def _empty(self) -> None:
         """No rows: no caches, and no binding that holds their memory; the next add starts afresh."""
         self.cross_kv: list[ort.OrtValue] = []
-        self.positions = np.zeros(0, dtype=np.int64)  # each row's next position
+        self.positions = np.zeros(0, dtype=np.int64)  # each row's next position; a step reads it where it is
+        self.tokens = np.zeros(0, dtype=np.int64)  # the step's tokens, written in place
+        self.width = np.zeros(1, dtype=np.int64)
         self.top_tokens = self.top_logp = None  # OrtValues the step writes its top-k into
+        self.top_shape: list[int] = []
         self._set_self_kv([])
 
     def _set_self_kv(self, values: list[ort.OrtValue]) -> None:
@@ -53,15 +57,12 @@ class OrtDecoder:
         change places with self_kv: two sets of buffers take turns, each with its step and reorder bindings.
         """
         self.self_kv = values
+        self.slots = values[0].shape()[2] if values else 0
         self.spare: list[ort.OrtValue] = []
         # by the ids of the first tensors they bind (self-attention; then cross-attention for a step); each entry
         # holds the tensors whose memory its binding points at, so that no other tensor can take their ids
-        self.step_bindings: dict[tuple[int, int], tuple[list[ort.OrtValue | None], ort.IOBinding]] = {}
+        self.step_bindings: dict[tuple[int, int], tuple[list, ort.IOBinding]] = {}
         self.reorder_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
-
-    @property
-    def slots(self) -> int:
-        return self.self_kv[0].shape()[2] if self.self_kv else 0
 
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
         started = time.perf_counter()
@@ -92,25 +93,23 @@ class OrtDecoder:
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         t = self.model
-        slots = cache_slots(int(self.positions.max()) + 1, t.model_config.max_len)
-        if slots > self.slots:
-            self._set_self_kv(self._resize(self.self_kv, slots))
-        width = min(width, t.model_config.vocab_size)
-        binding = self._binding(len(tokens), width)
-        binding.bind_cpu_input(GraphIO.TOKENS, tokens)
-        binding.bind_cpu_input(GraphIO.POSITIONS, self.positions)
-        binding.bind_cpu_input(GraphIO.WIDTH, np.array([width]))
-        binding.bind_cpu_input(GraphIO.SRC_MASK, self.src_mask)
-        t.decoder.run_with_iobinding(binding, t.run_options)
-        self.positions = self.positions + 1
+        if self.positions.max() >= self.slots:
+            self._set_self_kv(self._resize(self.self_kv, cache_slots(int(self.positions.max()) + 1,
+                                                                     t.model_config.max_len)))
+        if len(self.tokens) != len(tokens):
+            self.tokens = np.empty(len(tokens), dtype=np.int64)
+        self.tokens[:] = tokens
+        self.width[0] = min(width, t.model_config.vocab_size)
+        t.decoder.run_with_iobinding(self._binding(), t.run_options)
+        self.positions += 1
         self.steps += 1
         # copies: numpy() views the buffers that the next step overwrites
         return self.top_tokens.numpy().copy(), self.top_logp.numpy().copy()
 
-    def _binding(self, rows: int, width: int) -> ort.IOBinding:
-        """The step's binding of the current caches, with the top-k outputs bound again where they changed. Each
-        cache output is bound to the buffer of its input: the step writes its slot in place, with no copy of the
-        cache and no new memory."""
+    def _binding(self) -> ort.IOBinding:
+        """The step's binding of the current caches, with the host's inputs and the top-k outputs bound again
+        where they are new arrays. Each cache output is bound to the buffer of its input: the step writes its slot
+        in place, with no copy of the cache and no new memory."""
         t = self.model
         key = id(self.self_kv[0]), id(self.cross_kv[0])
         held, binding = self.step_bindings.get(key, (None, None))
@@ -121,15 +120,23 @@ class OrtDecoder:
                 binding.bind_ortvalue_input(name, value)
             for name, value in zip(t.new_self_names, self.self_kv):
                 binding.bind_ortvalue_output(name, value)
-            held = [*caches, None, None]  # and the top-k outputs it has bound
+            held = [*caches, {}]  # and the host arrays and top-k outputs it has bound, by name
             self.step_bindings[key] = held, binding
-        if self.top_tokens is None or self.top_tokens.shape() != [rows, width]:
-            self.top_tokens = ort.OrtValue.ortvalue_from_shape_and_type([rows, width], np.int64)
-            self.top_logp = ort.OrtValue.ortvalue_from_shape_and_type([rows, width], np.float32)
-        if held[-2] is not self.top_tokens:
+        shape = [len(self.tokens), int(self.width[0])]
+        if self.top_shape != shape:
+            self.top_tokens = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.int64)
+            self.top_logp = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32)
+            self.top_shape = shape
+        bound = held[-1]
+        for name, array in ((GraphIO.TOKENS, self.tokens), (GraphIO.POSITIONS, self.positions),
+                            (GraphIO.WIDTH, self.width), (GraphIO.SRC_MASK, self.src_mask)):
+            if bound.get(name) is not array:  # an OrtValue over the array's memory, which the step reads
+                binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(array))
+                bound[name] = array
+        if bound.get(GraphIO.TOP_TOKENS) is not self.top_tokens:
             binding.bind_ortvalue_output(GraphIO.TOP_TOKENS, self.top_tokens)
             binding.bind_ortvalue_output(GraphIO.TOP_LOGP, self.top_logp)
-            held[-2:] = self.top_tokens, self.top_logp
+            bound[GraphIO.TOP_TOKENS] = self.top_tokens
         return binding
 
     def _reorder(self, rows: np.ndarray) -> None:
@@ -149,6 +156,7 @@ class OrtDecoder:
         binding.bind_cpu_input("rows", rows)
         t.select.run_with_iobinding(binding, t.run_options)
         self.self_kv, self.spare = self.spare, self.self_kv
+        self.positions[:] = self.positions[rows]  # in place: the step bindings read it there
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
         if not len(rows):
@@ -159,7 +167,7 @@ class OrtDecoder:
             self._reorder(rows)
         else:
             self._set_self_kv(self._run(self.model.select, "x", self.self_kv, {"rows": rows}))
-        self.positions = self.positions[rows]
+            self.positions = self.positions[rows]
         if cross_rows is not None:
             cross_rows = cross_rows.astype(np.int64)
             self.cross_kv = self._run(self.model.select, "x", self.cross_kv, {"rows": cross_rows})
@@ -172,7 +180,7 @@ class OrtDecoder:
         longest_source = int(np.flatnonzero(self.src_mask.any(axis=0)).max()) + 1  # sources are right-padded
         if longest_source < self.src_mask.shape[1]:
             self.cross_kv = self._resize(self.cross_kv, longest_source)
-            self.src_mask = self.src_mask[:, :longest_source]
+            self.src_mask = np.ascontiguousarray(self.src_mask[:, :longest_source])
         slots = cache_slots(int(self.positions.max()) + 1, self.model.model_config.max_len)
         if slots < self.slots:
             self._set_self_kv(self._resize(self.self_kv, slots))
