@@ -46,6 +46,33 @@ BENCHMARKS = [
         "offline speed, memory and BLEU of ONNX Runtime against CTranslate2 on the same weights",
     ),
     Benchmark(
+        "large_model", "bench.offline.large_model",
+        "a 600M-parameter model (NLLB-200-600M's shape, random weights): conversion and export (fp32, int8, fp16) "
+        "time and peak memory, the folder's size, the service's RSS serving it",
+    ),
+    Benchmark(
+        "engines_nllb", "bench.offline.engines",
+        "ours against CTranslate2's own conversion of the same 600M NLLB-shaped model, int8 and fp32",
+        needs="the 600M folders: python -m bench.offline.large_model --keep; then python -m bench.offline.engines "
+        "--model-dir bench/results/tmp/nllb-600m/model --hf-dir bench/results/tmp/nllb-600m/hf --pair en de "
+        "--max-length 16 --batch-sizes 1 16 --sentences 16 --batch1-sentences 4 --rounds 2 --random-weights "
+        "--name engines-nllb-600m",
+    ),
+    Benchmark(
+        "argos_model", "bench.offline.argos_model",
+        "an Argos Translate package of LibreTranslate's size (Locomotive's defaults, random weights): conversion "
+        "and export (fp32, int8) time and peak memory, the package's files against the folder's, the service's RSS",
+    ),
+    Benchmark(
+        "engines_argos", "bench.offline.engines",
+        "ours against CTranslate2 on that package's own model/ folder (what LibreTranslate runs), int8 and fp32",
+        needs="the package and its folder: python -m bench.offline.argos_model --keep; then python -m "
+        "bench.offline.engines --model-dir bench/results/tmp/argos-base/model --package "
+        "bench/results/tmp/argos-base/translate-en_de-1_0 --random-weights --max-length 16 --engines ort-int8 "
+        "ct2-int8 ort-fp32 ct2-float32 --batch-sizes 1 16 --sentences 32 --batch1-sentences 8 --name "
+        "engines-argos-base",
+    ),
+    Benchmark(
         "profile_steps", "bench.offline.profile_steps",
         "where a decoder step's time goes: ONNX Runtime's sessions, or the search in Python around them",
     ),

@@ -3,7 +3,8 @@
     python -m export CHECKPOINT --out MODEL_DIR [--spm SPM] [--variants fp32 int8 fp16]
 
 Writes encoder/decoder graphs for each precision (fp32: encoder.onnx; others: encoder.int8.onnx, ...; int8 is
-export.quantize's), the tokenizer files and config.json. The tokenizer is the SentencePiece model SPM, or else the
+export.quantize's; a graph of 1 GiB of weights or more has them beside it in GRAPH.data: export.onnx_files), the
+tokenizer files and config.json. The tokenizer is the SentencePiece model SPM, or else the
 one beside the checkpoint: spm.model, or a converted Marian model's source.spm, target.spm and vocab.json.
 """
 
@@ -21,6 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from core.folder import OPSET, FolderConfig
 from core.tokenizer import SPM_FILE, Layout, find_layout, layout_files
+from export import onnx_files
 from export.graphs import export_decoder, export_encoder
 from export.quantize import quantize_int8
 from model.checkpoint import load_model
@@ -42,9 +44,10 @@ def convert_fp16(src: Path, dst: Path) -> None:
     import onnx_ir
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
-    model = onnx_ir.from_proto(convert_float_to_float16(onnx.load(str(src)), keep_io_types=True))
+    # given the path, the converter infers shapes from the file, which works past protobuf's 2 GiB
+    model = onnx_ir.from_proto(convert_float_to_float16(str(src), keep_io_types=True))
     model.graph.sort()
-    onnx.save(onnx_ir.to_proto(model), str(dst))
+    onnx_files.save(onnx_ir.to_proto(model), dst)
     onnx.checker.check_model(str(dst))
 
 
@@ -71,7 +74,7 @@ def store_exact_weights_in_fp16(path: Path) -> None:
     nodes = casts + list(model.graph.node)
     del model.graph.node[:]
     model.graph.node.extend(nodes)
-    onnx.save(model, str(path))
+    onnx_files.save(model, path)
     onnx.checker.check_model(str(path))
 
 
@@ -120,8 +123,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--variants", nargs="+", choices=VARIANTS, default=["fp32", "int8"])
     args = p.parse_args(argv)
     export_model(args.checkpoint, args.out, args.spm, args.variants)
-    for f in sorted(args.out.glob("*.onnx")):
-        print(f"{f.name:24s} {f.stat().st_size / 2**20:7.2f} MiB")
+    for f in onnx_files.files(args.out):
+        print(f"{f.name:24s} {f.stat().st_size / 2**20:9.2f} MiB")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from onnx import TensorProto, helper
 from torch import Tensor, nn
 
 from core.folder import IR_VERSION, OPSET, GraphIO, cache_names
+from export import onnx_files
 from model.transformer import KVCache, Transformer
 
 
@@ -124,7 +125,7 @@ def append_top_k(path: Path) -> None:
     )
     graph.output.insert(1, helper.make_tensor_value_info(io.TOP_LOGP, TensorProto.FLOAT, ["batch", "width"]))
     graph.output.insert(2, helper.make_tensor_value_info(io.TOP_TOKENS, TensorProto.INT64, ["batch", "width"]))
-    onnx.save(model, str(path))
+    onnx_files.save(model, path)
     onnx.checker.check_model(str(path))
 
 
@@ -142,5 +143,5 @@ def _export(module: nn.Module, args: tuple, path: Path, **kwargs) -> None:
     shapes = [info for info in graph.graph.value_info if info.name not in weights]
     del graph.graph.value_info[:]
     graph.graph.value_info.extend(shapes)
-    onnx.save(graph, str(path))
+    onnx_files.save(graph, path)
     onnx.checker.check_model(str(path))

@@ -8,11 +8,14 @@ Transpose (weights tied), which stayed fp32 and was the largest product of a dec
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+
+from export import onnx_files
 
 
 def quantize_int8(src: Path, dst: Path) -> None:
@@ -22,7 +25,13 @@ def quantize_int8(src: Path, dst: Path) -> None:
 
     model = onnx.load(str(src))
     fold_weight_transposes(model.graph)
-    quantize_dynamic(model, dst, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm", "Gather"])
+    with tempfile.TemporaryDirectory(dir=dst.parent) as tmp:
+        folded, quantized = Path(tmp) / "folded.onnx", Path(tmp) / dst.name
+        onnx_files.save(model, folded)  # given a file, the quantizer does not copy the graph in memory
+        del model
+        quantize_dynamic(folded, quantized, weight_type=QuantType.QInt8,
+                         op_types_to_quantize=["MatMul", "Gemm", "Gather"], use_external_data_format=True)
+        onnx_files.save(onnx.load(str(quantized)), dst)
 
 
 def fold_weight_transposes(graph: onnx.GraphProto) -> None:

@@ -3,11 +3,12 @@
 No download: the tests build packages as argos-train and LibreTranslate's Locomotive make them. A SentencePiece
 model trained on the sentences below with SentencePiece's defaults; OpenNMT-py's vocabulary (<unk>, <blank>, <s>,
 </s>, then the pieces in another order than SentencePiece's ids, two of them left out, so that they are <unk>); and
-a TransformerSpec with random weights, written by ctranslate2's own spec writer as its OpenNMT-py converter fills
-it: pre-norm, one embedding for source, target and output, the generator's bias, OpenNMT-py's sinusoids stored,
-int8 weights. With a metadata.json, zipped as an .argosmodel. A second package, installed (a folder), holds a
-post-norm model without a position table (CTranslate2's own sinusoids) whose sources take <s> and </s>. Converted
-with `python -m model.convert` and exported (export_model), the ONNX model's greedy and beam translations are
+a TransformerSpec with random weights, written by ctranslate2's own spec writer as its OpenNMT-py converter fills it
+(bench.common.argos_package, which bench.offline.argos_model builds a full-size package with): pre-norm, one
+embedding for source, target and output, the generator's bias, OpenNMT-py's sinusoids stored, int8 weights. With a
+metadata.json, zipped as an .argosmodel. A second package, installed (a folder), holds a post-norm model without a
+position table (CTranslate2's own sinusoids) whose sources take <s> and </s>. Converted with `python -m
+model.convert` and exported (export_model), the ONNX model's greedy and beam translations are
 ctranslate2.Translator's of the same pieces.
 """
 
@@ -28,8 +29,15 @@ from conftest import MIXED_SENTENCES as SENTENCES
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from ctranslate2.specs import common_spec, transformer_spec  # noqa: E402
+from ctranslate2.specs import common_spec  # noqa: E402
 
+from bench.common.argos_package import (  # noqa: E402
+    SPECIALS,
+    opennmt_vocabulary,
+    random_spec,
+    write_package,
+    zip_package,
+)
 from core.search import SearchOptions  # noqa: E402
 from core.tokenizer import ARGOS_FILES, load_tokenizer  # noqa: E402
 from export.__main__ import export_model  # noqa: E402
@@ -44,11 +52,7 @@ torch.set_num_threads(1)
 WORDS = sorted({word for sentence in SENTENCES for word in sentence.split()})
 # 120 sources of 3 to 12 of those words: new sentences of known pieces, of many lengths
 TEXTS = [" ".join(np.random.default_rng(i).choice(WORDS, 3 + i % 10)) for i in range(120)]
-SPECIALS = ["<unk>", "<blank>", "<s>", "</s>"]  # OpenNMT-py's, first in its vocabulary
-D_MODEL, HEADS, LAYERS, D_FF = 32, 4, 2, 64
 LIMIT = 24  # every search's limit on generated tokens (</s> included)
-METADATA = {"package_version": "1.0", "argos_version": "1.9.0", "from_code": "en", "from_name": "English",
-            "to_code": "de", "to_name": "German"}
 
 
 # --- the package ------------------------------------------------------------------------------------------------
@@ -62,90 +66,6 @@ def sentencepiece_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                    vocab_size=90, character_coverage=1.0, minloglevel=2)
     path.write_bytes(buffer.getvalue())
     return path
-
-
-def opennmt_vocabulary(sentencepiece_model: Path) -> list[str]:
-    """OpenNMT-py's vocabulary of the SentencePiece pieces: its special tokens, then the pieces in reverse (not in
-    SentencePiece's order, as onmt_build_vocab counts them), two left out."""
-    sp = spm.SentencePieceProcessor(model_file=str(sentencepiece_model))
-    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
-    return SPECIALS + pieces[::-1][:-2]
-
-
-def opennmt_sinusoids(length: int, depth: int) -> np.ndarray:
-    """OpenNMT-py's position table (onmt/modules/embeddings.py): sin and cos interleaved, positions from 0."""
-    angles = np.arange(length, dtype=np.float32)[:, None] * np.exp(
-        np.arange(0, depth, 2, dtype=np.float32) * -(np.log(np.float32(10000)) / depth)
-    )
-    return np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(length, depth).astype(np.float32)
-
-
-def random_spec(vocabulary: list[str], seed: int = 0, table: bool = True, separate_target_embedding: bool = False,
-                end_bias: float = 1.5, **options) -> transformer_spec.TransformerSpec:
-    """A TransformerSpec filled as ctranslate2's OpenNMT-py converter fills it, with random weights at a scale where
-    translations depend on the source (large projections, small embeddings: else the decoder repeats a token
-    whatever the source); the end token made likelier, so that some translations end before the limit."""
-    rng = np.random.default_rng(seed)
-    spec = transformer_spec.TransformerSpec.from_config(LAYERS, HEADS, **options)
-
-    def normal(*shape: int, std: float = 0.8, mean: float = 0.0) -> np.ndarray:
-        return (mean + std * rng.standard_normal(shape)).astype(np.float32)
-
-    def linear(layer: common_spec.LinearSpec, rows: int, columns: int) -> None:
-        layer.weight, layer.bias = normal(rows, columns), normal(rows)
-
-    def norm(layer: common_spec.LayerNormSpec) -> None:
-        layer.gamma, layer.beta = normal(D_MODEL, std=0.1, mean=1.0), normal(D_MODEL, std=0.1)
-
-    embedding = normal(len(vocabulary), D_MODEL, std=0.2)
-    for stack in (spec.encoder, spec.decoder):
-        if table:
-            stack.position_encodings.encodings = opennmt_sinusoids(5000, D_MODEL)
-        if hasattr(stack, "layer_norm"):
-            norm(stack.layer_norm)
-        for layer in stack.layer:
-            linear(layer.self_attention.linear[0], 3 * D_MODEL, D_MODEL)
-            linear(layer.self_attention.linear[1], D_MODEL, D_MODEL)
-            norm(layer.self_attention.layer_norm)
-            if hasattr(layer, "attention"):
-                linear(layer.attention.linear[0], D_MODEL, D_MODEL)
-                linear(layer.attention.linear[1], 2 * D_MODEL, D_MODEL)
-                linear(layer.attention.linear[2], D_MODEL, D_MODEL)
-                norm(layer.attention.layer_norm)
-            if hasattr(layer.self_attention, "relative_position_keys"):
-                layer.self_attention.relative_position_keys = normal(41, D_MODEL // HEADS)
-                layer.self_attention.relative_position_values = normal(41, D_MODEL // HEADS)
-            linear(layer.ffn.linear_0, D_FF, D_MODEL)
-            linear(layer.ffn.linear_1, D_MODEL, D_FF)
-            norm(layer.ffn.layer_norm)
-    spec.encoder.embeddings[0].weight = embedding
-    spec.decoder.embeddings.weight = normal(*embedding.shape, std=0.2) if separate_target_embedding else embedding
-    spec.decoder.projection.weight = spec.decoder.embeddings.weight
-    spec.decoder.projection.bias = normal(len(vocabulary), std=0.3)
-    spec.decoder.projection.bias[vocabulary.index("</s>")] += end_bias
-    spec.register_source_vocabulary(vocabulary)
-    spec.register_target_vocabulary(vocabulary)
-    return spec
-
-
-def write_package(folder: Path, spec: transformer_spec.TransformerSpec, sentencepiece_model: Path,
-                  quantization: str | None = "int8", **metadata) -> Path:
-    """An installed package: metadata.json, model/ (as ctranslate2's Converter.convert saves a spec),
-    sentencepiece.model."""
-    folder.mkdir(parents=True)
-    spec.validate()
-    spec.optimize(quantization=quantization)
-    (folder / "model").mkdir()
-    spec.save(str(folder / "model"))
-    shutil.copy(sentencepiece_model, folder / "sentencepiece.model")
-    (folder / "metadata.json").write_text(json.dumps(METADATA | metadata))
-    return folder
-
-
-def zip_package(folder: Path) -> Path:
-    """The .argosmodel of an installed package: a zip of its folder, as argos-train makes it."""
-    archive = shutil.make_archive(str(folder.parent / folder.name), "zip", root_dir=folder.parent, base_dir=folder.name)
-    return Path(archive).rename(folder.parent / f"{folder.name}.argosmodel")
 
 
 VARIANTS = {  # how each package of the translation tests is built

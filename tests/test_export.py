@@ -22,9 +22,10 @@ import pytest
 import torch
 
 from core.corpus import load_test_set, multi30k_dir
-from core.folder import cache_names
+from core.folder import FolderConfig, GraphIO, cache_names
 from core.search import CACHE_SLOTS, SearchOptions, cache_slots, pad_batch
 from core.tokenizer import Tokenizer
+from export import onnx_files
 from export.__main__ import VARIANTS, export_model
 from export.graphs import flatten, pairs
 from export.quantize import weights_multiplied_in_float
@@ -250,6 +251,17 @@ def test_graphs_pass_the_checker_with_a_readable_ir_version(exported: Exported):
         assert onnx.load(str(path), load_external_data=False).ir_version <= MAX_IR_VERSION, path.name
 
 
+def test_the_decoder_writes_each_cache_slot_from_the_reshape_that_split_its_heads(exported: Exported):
+    """Each cache's ScatterND takes the new keys or values from the Reshape that split their heads, with no Gather or
+    Expand of its own (model.transformer.write_slot), and every one reads the same index, built once a step."""
+    graph = onnx.load(str(exported.directory / "decoder.onnx")).graph
+    made_by = {output: node for node in graph.node for output in node.output}
+    scatters = [node for node in graph.node if node.op_type == "ScatterND"]
+    assert len(scatters) == 2 * exported.model.cfg.n_layers
+    assert {made_by[node.input[2]].op_type for node in scatters} == {"Reshape"}
+    assert len({node.input[1] for node in scatters}) == 1
+
+
 def test_fp32_graphs_store_their_fp16_rounded_weights_as_fp16(exported: Exported):
     for name in ("encoder.onnx", "decoder.onnx"):
         matrices = [w for w in onnx.load(str(exported.directory / name)).graph.initializer if np.prod(w.dims) >= 48**2]
@@ -399,7 +411,8 @@ def test_a_sentence_s_steps_do_not_depend_on_the_rows_beside_it(exported: Export
 def test_beam_reorders_take_turns_between_two_sets_of_cache_buffers(exported: Exported):
     """The ONNX Runtime decoder: a reorder of every row (beam search's select at almost every step) writes the rows
     in their new order into a spare set of buffers, which then takes turns with the first: no new memory step after
-    step, and the steps get what they get with the caches selected into new buffers."""
+    step, and the steps get what they get with the caches selected into new buffers. The host's inputs (tokens,
+    positions) are written in place: both sets' step bindings read the decoder's own arrays, bound once."""
     translator, cfg = exported.translator(), exported.model.cfg
     source, beams = translator.encode_texts([SENTENCES[0]]), 3
     tokens = np.random.default_rng(0).integers(4, cfg.vocab_size, (4, beams))
@@ -416,6 +429,9 @@ def test_beam_reorders_take_turns_between_two_sets_of_cache_buffers(exported: Ex
         fresh.select(order, order)  # rows of one sentence share its encoder keys/values: selecting them changes nothing
         sets.append([id(x) for x in turned.self_kv])
     assert sets[0] == sets[2] and sets[1] == sets[3] and sets[0] != sets[1]
+    bound = [held[-1] for held, _ in turned.step_bindings.values()]
+    assert len(bound) == 2
+    assert all(b[GraphIO.TOKENS] is turned.tokens and b[GraphIO.POSITIONS] is turned.positions for b in bound)
 
 
 def test_a_beam_wider_than_half_the_vocabulary_works(exported: Exported):
@@ -454,6 +470,26 @@ def test_other_precisions_load_and_translate(exported: Exported, precision: str)
     assert [len(hyps) for hyps in got] == [1] * len(SENTENCES)
     assert all(isinstance(hyps[0].text, str) for hyps in got)
     assert len({hyps[0].text for hyps in got}) > 1
+
+
+def test_large_graphs_keep_their_weights_beside_them_and_translate_alike(
+    exported: Exported, export_spm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Graphs of export.onnx_files.LARGE_BYTES of weights or more (a 600M-parameter model's, past protobuf's 2 GiB)
+    keep them in GRAPH.data beside the graph: forced here for the small model, whose every precision then translates
+    as its one-file export does (the shipped folders stay one file a graph)."""
+    assert not list(exported.directory.glob("*.data"))
+    monkeypatch.setattr(onnx_files, "LARGE_BYTES", 0)
+    export_model(exported.directory / "model.pt", tmp_path, export_spm, list(VARIANTS))
+    for precision, graphs in FolderConfig.load(tmp_path).graphs.items():
+        for name in graphs.values():
+            weights = onnx.load(str(tmp_path / name), load_external_data=False).graph.initializer
+            assert onnx_files.data_file(tmp_path / name).is_file(), name
+            assert any(w.data_location == onnx.TensorProto.EXTERNAL for w in weights), name
+            onnx.checker.check_model(str(tmp_path / name))
+        texts, opts = SENTENCES[:6], SearchOptions(beam_size=4, n_best=2)
+        beside = Translator(tmp_path, precision, provider="cpu", threads=1).translate(texts, opts)
+        assert beside == exported.translator(precision=precision).translate(texts, opts), precision
 
 
 def test_int8_graphs_multiply_no_weight_in_fp32(exported: Exported):

@@ -1,4 +1,6 @@
-"""Translating with a CTranslate2 model directory written by bench.common.ct2_convert, under our search options.
+"""Translating with a CTranslate2 model directory, under our search options: one that bench.common.ct2_convert wrote
+from our checkpoint, or CTranslate2's own conversion of a Hugging Face folder (bench.common.engines.ensure_ct2_model),
+whose token i is our id i (model.convert keeps transformers' ids).
 
 Imports neither torch nor our model code, so that a benchmark process measures CTranslate2 alone.
 """
@@ -6,6 +8,7 @@ Imports neither torch nor our model code, so that a benchmark process measures C
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from pathlib import Path
 
 import ctranslate2
@@ -25,17 +28,25 @@ class CT2Translator:
     """
 
     def __init__(self, model_dir: Path, compute_type: str = "float32", threads: int = 1):
+        self.model_dir = Path(model_dir)
         self.translator = ctranslate2.Translator(
             str(model_dir), device="cpu", compute_type=compute_type, inter_threads=1, intra_threads=threads
         )
         # the tokens CTranslate2 was given, in our ids' order: the pieces, and the case tags of a model with them
-        self.tokens: list[str] = json.loads((Path(model_dir) / "shared_vocabulary.json").read_text(encoding="utf-8"))
+        self.tokens: list[str] = json.loads((self.model_dir / "shared_vocabulary.json").read_text(encoding="utf-8"))
         self.ids = {token: i for i, token in enumerate(self.tokens)}
-        case_tags = self.tokens[-len(CASE_TAG_TOKENS) :] == CASE_TAG_TOKENS
-        self.tokenizer = Tokenizer(Path(model_dir) / SPM_FILE, case_tags)
+        # whether CTranslate2 appends </s> to a source (ct2_convert's models) or the source ends with it
+        self.adds_eos: bool = json.loads((self.model_dir / "config.json").read_text()).get("add_source_eos", False)
+
+    @cached_property
+    def tokenizer(self) -> Tokenizer:
+        """The SentencePiece model that bench.common.ct2_convert copied in (with the case tags of a model with them)."""
+        return Tokenizer(self.model_dir / SPM_FILE, self.tokens[-len(CASE_TAG_TOKENS) :] == CASE_TAG_TOKENS)
 
     def translate_ids(self, sources: list[list[int]], opts: SearchOptions, batch_size: int = 0) -> list[list[int]]:
-        """The best translation of each source (ids without </s>; CTranslate2 appends it) as ids.
+        """The best translation of each source as ids: sources without </s> where CTranslate2 appends it, as the
+        encoder reads them otherwise; a forced first token (SearchOptions.forced_token) is CTranslate2's target
+        prefix.
 
         Decoded up to the longest limit of the sentences, in batches of at most batch_size that CTranslate2 makes of
         sentences of similar length (0: all in one batch); each translation is then cut to its own limit, which for
@@ -43,9 +54,11 @@ class CT2Translator:
         """
         if not sources:
             return []
-        limits = [opts.longest(len(ids) + 1) for ids in sources]  # our limit of each: </s> counts
+        limits = [opts.longest(len(ids) + self.adds_eos) for ids in sources]  # our limit of each: </s> counts
+        prefix = None if opts.forced_token is None else [[self.tokens[opts.forced_token]]] * len(sources)
         results = self.translator.translate_batch(
             [[self.tokens[i] for i in ids] for ids in sources],
+            target_prefix=prefix,
             max_batch_size=batch_size,
             beam_size=opts.beam_size,
             length_penalty=opts.length_penalty,

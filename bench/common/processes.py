@@ -43,14 +43,18 @@ class Spawned:
         self.process.join(timeout=60)
 
 
-def serve_engine(conn: Connection, name: str, model_dir: Path, threads: int, ct2_dir: Path | None) -> None:
+def serve_engine(
+    conn: Connection, name: str, model_dir: Path, threads: int, ct2_dir: Path | None, pair: tuple[str, str] | None
+) -> None:
     """An engine process: load the engine, say its memory, then answer every run asked for until the pipe closes."""
-    from core.tokenizer import Tokenizer
+    from core.folder import FolderConfig
+    from core.tokenizer import load_tokenizer
 
     rss_start = rss_mib()
-    translate = load_engine(name, model_dir, threads, ct2_dir)
+    translate = load_engine(name, model_dir, threads, ct2_dir, pair)
     conn.send({"rss_start_mib": rss_start, "rss_loaded_mib": rss_mib()})
-    counter = Tokenizer(model_dir / "spm.model")  # target tokens counted alike for every engine
+    # target tokens counted alike for every engine: the pieces of the folder's tokenizer (no case tags)
+    counter = load_tokenizer(model_dir, FolderConfig.load(model_dir).tokenizer)
     while True:
         try:
             texts, opts, batch_size, in_order = conn.recv()
@@ -65,8 +69,10 @@ class EngineProcess(Spawned):
     """One engine (bench.common.engines) in a process of its own, so that its peak memory is its own and no engine's
     idle thread pool sits in another's process. `memory`: its RSS before and after loading the engine."""
 
-    def __init__(self, name: str, model_dir: Path, threads: int, ct2_dir: Path | None = None):
-        super().__init__(name, serve_engine, name, model_dir, threads, ct2_dir)
+    def __init__(
+        self, name: str, model_dir: Path, threads: int, ct2_dir: Path | None = None, pair: tuple[str, str] | None = None
+    ):
+        super().__init__(name, serve_engine, name, model_dir, threads, ct2_dir, pair)
         self.memory: dict[str, float] = self.receive()
 
     def run(self, texts: list[str], opts: SearchOptions, batch_size: int, in_order: bool = False) -> dict:
