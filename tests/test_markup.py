@@ -62,6 +62,10 @@ def test_tags_become_placeholder_numbers_with_a_space_between_them_and_a_word():
     ("Der 7301 große Hund rennt.", "Der <b>große</b> Hund rennt."),  # close dropped: the next word's end
     ("Der große 7318 Hund rennt.", "Der <b>große</b> Hund rennt."),  # open dropped: the previous word's start
     ("Der 7301 große 7318 Hund 7301 rennt.", "Der <b>große</b> Hund rennt."),  # written twice: the first
+    ("Der 7301 große 7318Hund rennt.", "Der <b>große</b> Hund rennt."),  # glued to the next word: kept apart
+    ("Der 7301große 7318 Hund rennt.", "Der <b>große</b> Hund rennt."),
+    ("Der 7301-große 7318 Hund rennt.", "Der <b>große</b> Hund rennt."),  # joined by a hyphen: it goes
+    ("Der 7301 große-7318 Hund rennt.", "Der <b>große</b> Hund rennt."),
 ])
 def test_each_tag_lands_around_the_words_it_wrapped(translation: str, expected: str):
     assert html(unmark(translation, mark(BOLD_DOG))) == expected

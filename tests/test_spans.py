@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from service.worker.params import clean_text
 from service.worker.spans import protect
 
 SPANS = [
@@ -18,6 +19,12 @@ SPANS = [
     ("Well done 👍🏽 team.", "👍🏽"),
     ("Order A-77321 has shipped.", "A-77321"),
     ("See www.example.org.", "www.example.org"),
+    ("Read https://en.wikipedia.org/wiki/Mercury_(planet) first.", "https://en.wikipedia.org/wiki/Mercury_(planet)"),
+    ("(Details: https://example.com/a_b) follow.", "https://example.com/a_b"),  # a bracket around it stays out
+    ("Release v2.3.1 is ready.", "v2.3.1"),
+    ("My sister 👩\u200d💻 codes.", "👩\u200d💻"),  # joined emoji, one span
+    ("Go 🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f now!",
+     "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"),  # a subdivision flag and its tags
 ]
 
 
@@ -28,6 +35,11 @@ def test_each_kind_of_span_is_taken_out_whole(text: str, span: str):
     placeholder = next(iter(protected.spans))
     assert placeholder in protected.text and span not in protected.text
     assert protected.restore(protected.text) == (text, 0)
+
+
+def test_cleaning_keeps_the_joiners_and_tags_inside_an_emoji_and_drops_the_others():
+    family, flag = "👨\u200d👩\u200d👧", "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"
+    assert clean_text(f"A {family} and a {flag}\u200b here\u200d.\ufeff") == f"A {family} and a {flag} here."
 
 
 @pytest.mark.parametrize("text", ["It costs 2,000 euros.", "On the 3rd day at 10am.", "and/or", "Room #1 is free.",

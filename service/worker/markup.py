@@ -65,6 +65,7 @@ NUMBER = regex.compile(rf"(?<![\d.,])(\d+){SEPARATOR}?(\d{{3}})(?!\d|[.,]\d)")
 # no space is put between a placeholder and an opening bracket or quote before it, or punctuation after it
 OPENING = set("([{«‹„‚“‘\"'¿¡")
 CLOSING = set(".,;:!?)]}»›“”‘’\"'…")
+HYPHENED_BEFORE, HYPHENED_AFTER = regex.compile(r"(?<=\p{L})-$"), regex.compile(r"-(?=\p{L})")
 
 
 
@@ -294,6 +295,9 @@ def take_out(translation: str, groups: dict[str, Group], source: str) -> tuple[s
             continue
         gap = translation[at : m.start()]
         at = m.end()
+        # a hyphen the model joined a placeholder to a word with ("7301-Ball", "Ball-7318") goes
+        gap = gap[:-1] if HYPHENED_BEFORE.search(gap) else gap
+        at += bool(HYPHENED_AFTER.match(translation, at))
         first = group is not None and group.events[0] not in places
         before = first and group.spaced[0] and gap.endswith(" ")
         after = first and group.spaced[1] and translation[at : at + 1] == " "
@@ -306,8 +310,17 @@ def take_out(translation: str, groups: dict[str, Group], source: str) -> tuple[s
         # space it leaves at the start
         if (not first or group.spaced != (before, after)) and last in (" ", "") and translation[at : at + 1] == " ":
             at += 1
+        # tags that stood between two words with a space beside them, the model wrote with none ("Bibliothek
+        # 7335öffnet"): the words stay apart, the space on the side where the source had it
+        glued = first and not all(group.spaced) and last.isalnum() and translation[at : at + 1].isalnum()
+        if glued and not group.spaced[0]:
+            pieces.append(" ")
+            length, last = length + 1, " "
         if first:
             places.update({event: length for event in group.events})
+        if glued and group.spaced[0]:
+            pieces.append(" ")
+            length, last = length + 1, " "
     pieces.append(translation[at:])
     return "".join(pieces), places
 

@@ -24,6 +24,7 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from service.worker.errors import Forbidden, InvalidRequest
+from service.worker.spans import EMOJI_SEQUENCE
 
 JSON = "application/json"
 URLENCODED = "application/x-www-form-urlencoded"
@@ -150,5 +151,11 @@ def invisible_characters() -> dict[int, str | None]:
 
 
 def clean_text(text: str) -> str:
-    """NFC, without invisible characters (invisible_characters())."""
-    return unicodedata.normalize("NFC", text).translate(invisible_characters())
+    """NFC, without invisible characters (invisible_characters()) but those inside an emoji (the joiners of
+    "👩‍💻", the tags of a subdivision flag), which spans.py then protects whole."""
+    text, pieces, end = unicodedata.normalize("NFC", text), [], 0
+    for emoji in EMOJI_SEQUENCE.finditer(text):
+        pieces += [text[end : emoji.start()].translate(invisible_characters()), emoji.group()]
+        end = emoji.end()
+    pieces.append(text[end:].translate(invisible_characters()))
+    return "".join(pieces)

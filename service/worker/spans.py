@@ -21,18 +21,22 @@ from itertools import count
 import regex
 
 # Each kind of span, as a pattern; the first that matches at a place wins (a URL before the path inside it).
+# an emoji with its modifiers, its joined emoji (ZWJ sequences: 👩‍💻) and its tags (subdivision flags: 🏴󠁧󠁢󠁳󠁣󠁴󠁿)
 EMOJI = r"(?:\p{Regional_Indicator}{2}|[#*0-9]\uFE0F?\u20E3|\p{Extended_Pictographic}(?:\p{Emoji_Modifier}|\uFE0F|" \
-        r"\u200D\p{Extended_Pictographic})*)"
+        r"\u200D\p{Extended_Pictographic}|[\U000E0020-\U000E007F])*)"
+EMOJI_SEQUENCE = regex.compile(EMOJI, regex.V1)
 KINDS = {
-    "url": r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>\"']*[^\s<>\"'.,;:!?)\]}]",
+    # a URL ends before punctuation that follows it, and holds parentheses only in pairs ("Mercury_(planet)")
+    "url": r"(?:\b(?:https?|ftp)://|\bwww\.)(?:\([^\s<>\"'()]*\)|[^\s<>\"'()])*(?:\([^\s<>\"'()]*\)|[^\s<>\"'.,;:!?()\]}])",
     "email": r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b",
     "code": r"`[^`\n]+`",
     "mention": r"(?<![\w@/])@\w+(?:[.-]\w+)*",
     "hashtag": r"(?<![\w#&/])#\w*[^\W\d_]\w*",
     "path": r"(?<![\w/])(?:~|\.{1,2})?(?:/[\w.-]+){2,}/?|\b[A-Za-z]:\\(?:[\w .-]+\\)*[\w.-]+",
     "emoji": EMOJI,
-    # a code mixing letters and digits, but not an ordinal or a number with its unit (3rd, 10am, 5km)
-    "mixed": r"\b(?!\d+(?:st|nd|rd|th|[a-z]{1,3})\b)(?=[\w-]*\d)(?=[\w-]*[^\W\d_])[^\W_]+(?:-[^\W_]+)*\b",
+    # a code mixing letters and digits, its parts joined by hyphens or dots ("A-77321", "v2.3.1"), but not an ordinal
+    # or a number with its unit (3rd, 10am, 5km)
+    "mixed": r"\b(?!\d+(?:st|nd|rd|th|[a-z]{1,3})\b)(?=[\w-]*\d)(?=[\w-]*[^\W\d_])[^\W_]+(?:[-.][^\W_]+)*\b",
 }
 SPANS = regex.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in KINDS.items()), regex.V1)
 FIRST_PLACEHOLDER, PLACEHOLDER_STEP = 7301, 17
