@@ -10,6 +10,10 @@ numbers: pairs whose source and target hold the same digit runs, again with othe
 number words: pairs where both sides spell the same small number ("two men" / "zwei Männer"), again with one
          random number in digits on both sides: most everyday corpora spell numbers, so this gives thousands of
          digit pairs where the corpus has hundreds.
+placeholders: pairs again with the service's placeholders for protected spans (service.worker.spans) on both
+         sides, so that the model copies each into the place its span belongs: a name or number written alike on
+         both sides ("Tom", "Boston", "1984") becomes a placeholder where it stands; a pair without one gets a
+         placeholder at its start, its end (as an emoji or a link often stands) or in between.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
+
+from service.worker.spans import placeholder_numbers
 
 DIGITS = re.compile(r"\d+")
 CASINGS = (str.upper, str.lower, str.title)
@@ -155,4 +161,68 @@ def number_word_variants(
         for _ in range(copies):
             number = random_number(rng, str(rng.randrange(2, 100)))
             variants.append((src[: s.start()] + number + src[s.end() :], tgt[: t.start()] + number + tgt[t.end() :]))
+    return variants
+
+
+# A name or a number: a word that a translation writes as the source does, where it stands.
+NAME_OR_NUMBER = re.compile(r"(?<![\w'-])(?:[A-Z][\w'-]*[\w]|\d+)(?![\w'-])")
+MAX_PLACEHOLDERS = 3
+TRAILING_PUNCTUATION = re.compile(r"[.!?…\"'“”»«)]*$")
+
+
+def shared_names(src: str, tgt: str) -> list[str]:
+    """The names and numbers that both sides hold as often, in the source's order; a sentence's first word only
+    where it starts both sides and is three letters or more ("Tom", not "In")."""
+    src_words, tgt_words = NAME_OR_NUMBER.findall(src), NAME_OR_NUMBER.findall(tgt)
+    shared = []
+    for word in dict.fromkeys(src_words):
+        if src_words.count(word) != tgt_words.count(word):
+            continue
+        initial = src.startswith(word) or tgt.startswith(word)
+        if initial and not (src.startswith(word) and tgt.startswith(word) and len(word) >= 3):
+            continue
+        shared.append(word)
+    return shared
+
+
+def replace_words(text: str, new: dict[str, str]) -> str:
+    """`text` with each of the whole words that `new` names replaced by its value."""
+    pattern = re.compile(r"(?<![\w'-])(?:" + "|".join(map(re.escape, new)) + r")(?![\w'-])")
+    return pattern.sub(lambda match: new[match.group()], text)
+
+
+def at_share(text: str, placeholder: str, share: float) -> str:
+    """`placeholder` at the word boundary of `text` nearest to `share` of its words: 0 its start, 1 its end (before
+    the final punctuation)."""
+    if share == 0:
+        return f"{placeholder} {text}"
+    trailing = TRAILING_PUNCTUATION.search(text).start()
+    words = text[:trailing].split()
+    at = round(share * len(words))
+    return " ".join([*words[:at], placeholder, *words[at:]]) + text[trailing:]
+
+
+def placeholder_variants(pairs: list[tuple[str, str]], share: float, seed: int) -> list[tuple[str, str]]:
+    """Every pair whose sides hold the same names or numbers once more with up to MAX_PLACEHOLDERS of them replaced
+    by placeholders where they stand, and about `share` of the other pairs once more with a placeholder at the same
+    share of both sides' words: the start, the end, after the final punctuation, or in between (where the target's
+    words need not match: the model learns never to drop one). Placeholders are numbered as the service numbers
+    them, from the first or, one time in two, from a later one (a text holding spans and markup uses several)."""
+    rng = random.Random(seed)
+    variants = []
+    for src, tgt in pairs:
+        numbers = placeholder_numbers(src + " " + tgt)
+        for _ in range(rng.choice((0, 0, 0, 0, 1, 2, 3, 5))):
+            next(numbers)
+        if names := shared_names(src, tgt):
+            chosen = set(rng.sample(names, rng.randint(1, min(MAX_PLACEHOLDERS, len(names)))))
+            new = {name: next(numbers) for name in names if name in chosen}  # numbered in the source's order
+            variants.append((replace_words(src, new), replace_words(tgt, new)))
+        elif share and rng.random() < share:
+            placeholder = next(numbers)
+            if rng.random() < 0.2:
+                variants.append((f"{src} {placeholder}", f"{tgt} {placeholder}"))
+            else:
+                where = rng.choice((0.0, 1.0, rng.random()))
+                variants.append((at_share(src, placeholder, where), at_share(tgt, placeholder, where)))
     return variants

@@ -26,7 +26,7 @@ from core.folder import ModelConfig
 from core.search import SearchOptions
 from core.tokenizer import Tokenizer
 from core.translate import source_ids
-from model.augment import casing_variants, number_variants, number_word_variants
+from model.augment import casing_variants, number_variants, number_word_variants, placeholder_variants
 from model.checkpoint import average_weights, step_checkpoints
 from model.config import PRESETS, preset
 from model.data import Example, token_batches
@@ -71,6 +71,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--number-word-copies", type=int, default=1, help="copies of each pair spelling one small number, in digits"
     )
+    p.add_argument("--placeholders", action="store_true",
+                   help="add pairs again with the service's span placeholders in them (model.augment)")
+    p.add_argument("--placeholder-share", type=float, default=0.1,
+                   help="with --placeholders: share of the pairs without a shared name that get one at an edge")
     p.add_argument("--max-tokens", type=int, default=6000, help="padded source+target tokens per batch")
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps in all (0: no limit)")
@@ -103,6 +107,7 @@ def training_pairs(corpus: Corpus, args: argparse.Namespace) -> list[tuple[str, 
         + casing_variants(pairs, args.case_share, args.seed, args.case_target)
         + number_variants(pairs, args.src, args.tgt, args.number_copies, args.seed)
         + number_word_variants(pairs, args.src, args.tgt, args.number_word_copies, args.seed)
+        + (placeholder_variants(pairs, args.placeholder_share, args.seed) if args.placeholders else [])
     )
 
 

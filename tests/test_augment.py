@@ -1,13 +1,26 @@
-"""Training-time augmentation (model.augment): casing variants and number variants of sentence pairs."""
+"""Training-time augmentation (model.augment): casing, number and placeholder variants of sentence pairs."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from itertools import islice
 
 import pytest
 
-from model.augment import CASINGS, LONE_NUMBER, MAX_DIGITS, casing_variants, number_variants, number_word_variants
+from model.augment import (
+    CASINGS,
+    LONE_NUMBER,
+    MAX_DIGITS,
+    MAX_PLACEHOLDERS,
+    casing_variants,
+    number_variants,
+    number_word_variants,
+    placeholder_variants,
+    replace_words,
+    shared_names,
+)
+from service.worker.spans import placeholder_numbers
 
 DIGITS = re.compile(r"\d+")
 
@@ -177,3 +190,60 @@ def test_only_pairs_that_spell_one_and_the_same_number_are_used():
     ]
     assert number_word_variants(pairs, "en", "de", copies=3, seed=1) == []
     assert number_word_variants([SPELLED], "en", "xx", copies=3, seed=1) == []  # a language without a table
+
+
+# --- placeholders -----------------------------------------------------------------------------------
+
+NAMED = [
+    ("Tom met Mary in Boston in 1984.", "Tom traf Maria 1984 in Boston."),
+    ("I gave Tom the book.", "Ich gab Tom das Buch."),
+    ("In the morning we left.", "In der Früh sind wir gegangen."),
+]
+UNNAMED = [(f"The dog sleeps, {'again ' * (i % 3)}quietly.", "Der Hund schläft ruhig.") for i in range(300)]
+PLACEHOLDER = re.compile(r"\b7\d{3}\b")
+
+
+def test_shared_names_are_the_names_and_numbers_both_sides_hold_as_often():
+    assert shared_names(*NAMED[0]) == ["Tom", "Boston", "1984"]  # Mary is Maria in German
+    assert shared_names(*NAMED[1]) == ["Tom"]
+    assert shared_names(*NAMED[2]) == []  # a first word written alike is not a name ("In")
+    assert shared_names("Tom saw Tom.", "Tom sah ihn.") == []  # not as often on both sides
+
+
+def test_a_named_pair_gets_placeholders_where_its_names_stand_numbered_as_the_service_numbers_them():
+    firsts = set()
+    for seed in range(40):
+        src, tgt = placeholder_variants(NAMED[:1], share=0.0, seed=seed)[0]
+        used = PLACEHOLDER.findall(src)
+        assert 1 <= len(used) <= MAX_PLACEHOLDERS
+        numbers = list(islice(placeholder_numbers(" ".join(NAMED[0])), 12))
+        assert used == numbers[numbers.index(used[0]) :][: len(used)]  # consecutive, in the source's order
+        firsts.add(used[0])
+        assert sorted(PLACEHOLDER.findall(tgt)) == sorted(used)
+        assert "Mary" in src and "Maria" in tgt
+        # each placeholder stands for one name, the same on both sides: putting the names back gives the pair
+        names = dict(zip(used, [w for w in shared_names(*NAMED[0]) if w not in src]))
+        assert [replace_words(side, names) for side in (src, tgt)] == list(NAMED[0])
+    assert "7301" in firsts and len(firsts) > 2  # mostly from the first placeholder, sometimes from a later one
+
+
+def test_pairs_without_a_name_get_one_placeholder_at_the_same_share_of_both_sides():
+    variants = placeholder_variants(UNNAMED, share=0.2, seed=3)
+    assert 40 <= len(variants) <= 80
+    places = Counter()
+    for src, tgt in variants:
+        (placeholder,) = PLACEHOLDER.findall(src)
+        assert PLACEHOLDER.findall(tgt) == [placeholder]
+        assert re.sub(rf"\s*{placeholder}\s*", " ", tgt).strip().replace(" .", ".") == "Der Hund schläft ruhig."
+        words = tgt.split()
+        places["start" if words[0] == placeholder else "after" if words[-1] == placeholder else
+               "end" if words[-1] == f"{placeholder}." else "between"] += 1
+    assert set(places) == {"start", "end", "after", "between"}
+    assert placeholder_variants(UNNAMED, share=0.0, seed=3) == []
+
+
+def test_a_placeholder_is_never_a_number_the_pair_already_holds():
+    pair = ("Tom paid 7301 euros.", "Tom zahlte 7301 Euro.")
+    for seed in range(10):
+        src, tgt = placeholder_variants([pair], share=0.0, seed=seed)[0]
+        assert src.count("7301") == tgt.count("7301") <= 1  # the pair's 7301 kept or replaced, never reused

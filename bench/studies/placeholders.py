@@ -7,6 +7,8 @@ underscores, #n) is put at a random word boundary of test_2016_flickr source sen
 translations holding it exactly once is how often the model copies that form. Then real spans (URLs, emails,
 mentions, hashtags, paths, inline code, emoji, codes) go through service.worker.spans as the service runs it:
 the share the model copied and the share put back by place (every span comes back exactly as written either way).
+Last, inline markup as service.worker.markup marks it: a <b> around one or two words of each sentence, and in half
+of them a <br> at another word boundary; the share of the tags' placeholders the model copied.
 Results: bench/results/placeholders.{json,md}.
 """
 
@@ -25,6 +27,7 @@ from bench.common.report import markdown_table, write_results
 from core.corpus import TEST_SPLIT, load_test_set
 from core.search import SearchOptions
 from service.translator import Translator
+from service.worker.markup import Atom, Close, Open, Unit, mark, take_out
 from service.worker.spans import protect
 
 FORMS: dict[str, Callable[[int], str]] = {
@@ -52,6 +55,31 @@ def copied_share(translator: Translator, sources: list[str], pieces: list[str]) 
     return found / len(sources)
 
 
+def with_markup(sentence: str, rng: random.Random) -> Unit:
+    """The sentence as a unit with a <b> around one or two of its inner words, and one time in two a <br> inside
+    the words after them."""
+    words = sentence.split()
+    start = rng.randrange(1, len(words) - 3)
+    end = start + rng.randint(1, 2)
+    after = words[end:]
+    unit: Unit = [" ".join(words[:start]) + " ", Open("b"), " ".join(words[start:end]), Close("b")]
+    if rng.random() < 0.5 and len(after) > 1:
+        at = rng.randrange(1, len(after))
+        return [*unit, " " + " ".join(after[:at]), Atom("br"), " ".join(after[at:])]
+    return [*unit, " " + " ".join(after)]
+
+
+def markup_copied_share(translator: Translator, sentences: list[str], rng: random.Random) -> float:
+    marked = [mark(with_markup(s, rng)) for s in sentences]
+    outputs = [r[0].text for r in translator.translate([m.text for m in marked], SearchOptions(beam_size=4))]
+    groups = sum(len(m.groups) for m in marked)
+    found = sum(
+        sum(group.events[0] in take_out(o, m.groups, m.source)[1] for group in m.groups.values())
+        for m, o in zip(marked, outputs)
+    )
+    return found / groups
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", type=Path, nargs="+", default=[REPO / "models" / "en-de", REPO / "models" / "de-en"])
@@ -75,16 +103,19 @@ def main(argv: list[str] | None = None) -> None:
         put_back = sum(missing for _, missing in restored)
         exact = sum(all(span in text for span in x.spans.values()) for x, (text, _) in zip(protected, restored))
         results[folder.name] = {"forms": forms, "spans": spans, "copied": (spans - put_back) / spans,
-                                "put_back": put_back / spans, "all_spans_exact": exact / len(protected)}
+                                "put_back": put_back / spans, "all_spans_exact": exact / len(protected),
+                                "markup_copied": markup_copied_share(translator, sentences, rng)}
         print(folder.name, results[folder.name], flush=True)
     rows = [[name, *(f"{100 * results[m]['forms'][name]:.0f} %" for m in results)] for name in FORMS]
     spans = [[what, *(f"{100 * results[m][key]:.0f} %" for m in results)] for what, key in
              [("spans copied by the model", "copied"), ("spans put back by place", "put_back"),
-              ("sentences with every span exact", "all_spans_exact")]]
+              ("sentences with every span exact", "all_spans_exact"),
+              ("inline tags' placeholders copied by the model", "markup_copied")]]
     markdown = (f"# Placeholders\n\n`{command_line('bench.studies.placeholders', argv)}`\n\n"
                 f"Share of {args.sentences} test_2016_flickr sentences (beam 4) whose translation holds the "
                 "placeholder exactly once:\n\n" + markdown_table(["placeholder", *results], rows) +
-                "\nReal spans through service.worker.spans (four-digit placeholders):\n\n" +
+                "\nReal spans through service.worker.spans (four-digit placeholders), and inline markup through "
+                "service.worker.markup:\n\n" +
                 markdown_table(["", *results], spans))
     write_results(args.out_dir, "placeholders", {"environment": environment([]), "results": results}, markdown)
     print(markdown)
