@@ -58,6 +58,11 @@ class Settings(BaseSettings):
         "search and the HTTP server need between decoder steps (`false`: 1.4× the batched HTTP throughput, up to "
         "1.5× offline)"
     )
+    cuda_graphs: bool = Field(
+        False, description="on the CUDA provider, run the decoder step in buckets of fixed shapes, each captured in a "
+        "CUDA graph and replayed (service/engine/graphed.py); elsewhere, or where ONNX Runtime refuses the capture, "
+        "the reason is logged and the usual decoder runs. Off until measured on a GPU"
+    )
     max_batch_sentences: int = Field(
         64, ge=1, description="sentences in the running batch at once (beams count once); the first sentence of a "
         "new request may join a full batch, up to an eighth more, so that it waits for no running sentence to end"

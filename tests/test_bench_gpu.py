@@ -48,7 +48,8 @@ def test_check_without_a_gpu_says_so_in_one_line_and_exits_2(tiny_model_dir: Pat
 
 def test_check_runs_every_part_on_the_cpu_provider(tiny_model_dir: Path, tmp_path: Path):
     """--check's code on the CPU provider (what a GPU adds is the provider): the contract, where each session's nodes
-    ran, every bucket with a place for CUDA-graph capture, and the goals; one report."""
+    ran, every bucket with TRANSLATOR_CUDA_GRAPHS's step (uncaptured here) beside the eager one, and the goals; one
+    report."""
     argv = ["--check", "--model-dir", str(tiny_model_dir), "--sentences", "8", "--threads", "1", "--max-rows", "4",
             "--max-slots", "16", "--out", str(tmp_path)]
     result = gpu_check.check(parse_args(argv), argv, gpu_check.CPU)
@@ -59,17 +60,21 @@ def test_check_runs_every_part_on_the_cpu_provider(tiny_model_dir: Path, tmp_pat
     assert {(s["precision"], s["rows"], s["slots"]) for s in result["steps"]} == {
         (p, rows, slots) for p in ("fp32", "fp16") for rows in (1, 4) for slots in (8, 16)}
     for step in result["steps"]:
-        assert step["captured_vs_eager"] == "not built" and step["fixed_step"]["off_provider"] == []
-        assert step["service_ms_per_step"] > 0 and step["fixed_ms_per_reorder"] > 0
+        graphed = step["captured_vs_eager"]
+        assert step["fixed_step"]["off_provider"] == [] and not graphed["captured"]
+        assert step["service_ms_per_step"] > 0 and step["fixed_ms_per_reorder"] > 0 and graphed["ms_per_step"] > 0
+        assert graphed["top1_same_as_eager"] == 1.0
         if step["precision"] == "fp32":
             assert step["service_top1_same_as_cpu"] == step["fixed_top1_same_as_cpu"] == 1.0
+            assert graphed["top1_same_as_cpu"] == 1.0
     assert {(g["goal"].split(":")[0].split(" (")[0], g["precision"]) for g in result["goals"]} == {
         (goal, p) for goal in ("greedy, batch 1", "greedy, best batch", "beam 4, batch 64",
                                "outputs identical to the CPU's, every run") for p in ("fp32", "fp16")}
-    assert [v["met"] for v in result["verdicts"][:5]] == [True] * 5  # on the CPU provider nothing is off it
-    assert len(result["verdicts"]) == 5 + len(result["goals"])
+    # on the CPU provider nothing is off it, and nothing is captured
+    assert [v["met"] for v in result["verdicts"][:6]] == [True] * 5 + [False]
+    assert len(result["verdicts"]) == 6 + len(result["goals"])
     assert json.loads((tmp_path / "gpu-check.json").read_text())["goals"] == result["goals"]
-    assert "captured vs eager" in (tmp_path / "gpu-check.md").read_text()
+    assert "not captured (CPU provider)" in (tmp_path / "gpu-check.md").read_text()
 
 
 def test_buckets_span_the_engines_rows_and_cache_slots():

@@ -9,8 +9,10 @@ one GPU, written to bench/results/gpu-check.json and gpu-check.md. Without a GPU
    from ONNX Runtime's profiler: wanted, no node off the GPU and no MemcpyToHost or MemcpyFromHost.
 3. For each bucket, the decoder step and the beam reorder in sessions with the bucket's shapes fixed (ONNX
    Runtime's free dimension overrides: what capturing the step in a CUDA graph needs): where they run, ms per run
-   beside the service's session, and the step's best tokens against the CPU provider's on the same inputs. The
-   column "captured vs eager" is the place for CUDA-graph capture, which is not built yet.
+   beside the service's session, and the step's best tokens against the CPU provider's on the same inputs. Then the
+   step as TRANSLATOR_CUDA_GRAPHS runs it (service.engine.graphed, the bucket's buffers at fixed addresses): on the
+   GPU captured in a CUDA graph (or refused, the reason logged), on the CPU provider the same path uncaptured; its
+   best tokens against the eager step's and the CPU's, and ms per step captured vs eager.
 4. Issue 11's goals, translating the test set: greedy at batch 1 >= 250 sentences/s, at the best batch >= 20,000,
    beam 4 at batch 64 >= 2,200, and >= 99 % of outputs identical to the CPU provider's.
 The verdicts (each check met or not) head the report and are printed; the command exits 0 once the report is
@@ -48,7 +50,8 @@ from core.translate import source_ids
 from export.cuda_contract import KernelTable, fix_dims, fold_constants, missing, runtime_shape_nodes, value_shaped_nodes
 from service.engine.admission import Admission
 from service.engine.cache_graphs import join_graph, select_graph
-from service.engine.sessions import CPU_UNFUSED, running_provider, session_options
+from service.engine.graphed import BucketStore, Shape
+from service.engine.sessions import CPU_UNFUSED, ModelSessions, running_provider, session_options
 from service.settings import Settings
 
 CUDA, CPU = "CUDAExecutionProvider", "CPUExecutionProvider"
@@ -103,7 +106,8 @@ def check(args: argparse.Namespace, argv: list[str] | None, provider: str) -> di
             "settings": settings_of(args), "kernel_table": table.source, "buckets": [asdict(b) for b in grid],
             "contract": contract(graphs, cfg, grid, table),
         }
-        sessions, steps = session_placement(graphs, cfg, grid, provider, args.threads, Path(scratch))
+        stores = {p: graph_store(folder, p, provider, args.threads) for p in PRECISIONS}
+        sessions, steps = session_placement(graphs, stores, cfg, grid, provider, args.threads, Path(scratch))
         result |= {"sessions": sessions, "steps": steps}
         texts, _ = load_test_set()
         tokenizer = load_tokenizer(folder, config.tokenizer, cfg.case_tags)
@@ -233,7 +237,16 @@ def placement(profiled: ort.InferenceSession, provider: str) -> dict:
     }
 
 
-def session_placement(graphs: dict[str, dict[str, Path]], cfg: ModelConfig, grid: list[Bucket], provider: str,
+def graph_store(folder: Path, precision: str, provider: str, threads: int) -> BucketStore | None:
+    """The buckets of TRANSLATOR_CUDA_GRAPHS's decoder: captured on the GPU (None where ONNX Runtime refuses, the
+    reason logged), uncaptured on the CPU provider."""
+    on_gpu = provider == CUDA
+    model = ModelSessions(folder, precision, "cuda" if on_gpu else "cpu", threads, cuda_graphs=on_gpu)
+    return model.buckets if on_gpu else BucketStore(model, model.decoder, capture=False)
+
+
+def session_placement(graphs: dict[str, dict[str, Path]], stores: dict[str, BucketStore | None], cfg: ModelConfig,
+                      grid: list[Bucket], provider: str,
                       threads: int, scratch: Path) -> tuple[list[dict], list[dict]]:
     """Part 2 (each graph's service session) and part 3 (each bucket), for every precision."""
     device = "cuda" if provider == CUDA else "cpu"
@@ -255,16 +268,17 @@ def session_placement(graphs: dict[str, dict[str, Path]], cfg: ModelConfig, grid
             })
         for bucket in grid:
             steps.append({"precision": precision, **asdict(bucket), **bucket_step(
-                bucket, graphs[precision]["decoder"], service, reference["decoder"], cfg, provider, device, threads,
-                scratch, rng)})
+                bucket, graphs[precision]["decoder"], service, reference["decoder"], stores[precision], cfg, provider,
+                device, threads, scratch, rng)})
     return sessions, steps
 
 
 def bucket_step(bucket: Bucket, decoder: Path, service: dict[str, ort.InferenceSession],
-                cpu_decoder: ort.InferenceSession, cfg: ModelConfig, provider: str, device: str, threads: int,
-                scratch: Path, rng: np.random.Generator) -> dict:
+                cpu_decoder: ort.InferenceSession, store: BucketStore | None, cfg: ModelConfig, provider: str,
+                device: str, threads: int, scratch: Path, rng: np.random.Generator) -> dict:
     """One bucket: the decoder step and the beam reorder with the bucket's shapes fixed (where they run, ms per run),
-    the service's sessions' ms per run, and the step's best tokens against the CPU's on the same inputs."""
+    the service's sessions' ms per run, the step's best tokens against the CPU's on the same inputs, and the step
+    of TRANSLATOR_CUDA_GRAPHS (None where its capture was refused)."""
     arrays = step_arrays(bucket, cfg, rng)
     fixed_decoder = session(decoder, provider, threads, graph_dims("decoder", bucket, cfg), scratch)
     fixed_select = session(select_graph(2 * cfg.n_layers), provider, threads, graph_dims("select", bucket, cfg),
@@ -286,7 +300,27 @@ def bucket_step(bucket: Bucket, decoder: Path, service: dict[str, ort.InferenceS
             f"{name}_top1_same_as_cpu": float(np.mean(tokens[:, 0] == cpu_tokens[:, 0])),
             f"{name}_top1_max_abs_diff": float(np.abs(logp[:, 0] - cpu_logp[:, 0]).max()),
         }
-    return found | {"captured_vs_eager": "not built"}
+    eager_tokens = tokens  # the service's step, the last one run
+    found["captured_vs_eager"] = None if store is None else graphed_step(store, bucket, arrays, eager_tokens,
+                                                                          cpu_tokens, cfg)
+    return found
+
+
+def graphed_step(store: BucketStore, bucket: Bucket, arrays: dict[str, np.ndarray], eager_tokens: np.ndarray,
+                 cpu_tokens: np.ndarray, cfg: ModelConfig) -> dict:
+    """The bucket's step as service.engine.graphed runs it, over its buffers filled with the step's inputs: whether
+    captured, its best tokens against the eager step's and the CPU's, ms per step."""
+    graphed = store.bucket(Shape(bucket.rows, bucket.slots, bucket.source))
+    for prefix, values in ((GraphIO.SELF, graphed.self_sets[0]), (GraphIO.CROSS, graphed.cross_sets[0])):
+        for name, value in zip(cache_names(prefix, cfg.n_layers), values):
+            value.update_inplace(arrays[name])
+    graphed.write(arrays[GraphIO.TOKENS], arrays[GraphIO.POSITIONS], arrays[GraphIO.SRC_MASK])
+    step = graphed.step(0, 0, WIDTH)
+    milliseconds = ms_per_run(store.decoder, step.binding, step.run_options)  # a graph id's first runs capture it
+    tokens = store.run(step)[0]
+    return {"captured": store.capture, "ms_per_step": milliseconds,
+            "top1_same_as_eager": float(np.mean(tokens[:, 0] == eager_tokens[:, 0])),
+            "top1_same_as_cpu": float(np.mean(tokens[:, 0] == cpu_tokens[:, 0]))}
 
 
 def step_arrays(bucket: Bucket, cfg: ModelConfig, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -349,12 +383,13 @@ def reorder_binding(select: ort.InferenceSession, arrays: dict[str, np.ndarray],
     return binding, held
 
 
-def ms_per_run(bound_session: ort.InferenceSession, binding: ort.IOBinding) -> float:
+def ms_per_run(bound_session: ort.InferenceSession, binding: ort.IOBinding,
+               run_options: ort.RunOptions | None = None) -> float:
     """The median milliseconds of a bound run, after a few untimed ones; outputs synchronised every run."""
     times = []
     for run in range(WARM_RUNS + TIMED_RUNS):
         started = time.perf_counter()
-        bound_session.run_with_iobinding(binding)
+        bound_session.run_with_iobinding(binding, run_options)
         binding.synchronize_outputs()
         if run >= WARM_RUNS:
             times.append(time.perf_counter() - started)
@@ -442,6 +477,9 @@ def verdicts(result: dict) -> list[dict]:
         ("every bucket's fp32 step: the CPU's best token in >= 99 % of rows",
          all(s[f"{kind}_top1_same_as_cpu"] >= 0.99 for s in steps if s["precision"] == "fp32"
              for kind in ("service", "fixed"))),
+        ("CUDA graphs: every bucket's step captured, its top-1 the eager step's in >= 99 % of rows",
+         all(s["captured_vs_eager"] and s["captured_vs_eager"]["captured"]
+             and s["captured_vs_eager"]["top1_same_as_eager"] >= 0.99 for s in steps)),
     ]
     checks += [(f"{g['precision']} {g['goal']} >= {g['want']:,}", g["met"]) for g in result["goals"]]
     return [{"check": check, "met": met} for check, met in checks]
@@ -478,7 +516,7 @@ def markdown(result: dict) -> str:
                          f"{s['service_ms_per_reorder']:.3f} / {s['fixed_ms_per_reorder']:.3f}",
                          f"{100 * s['service_top1_same_as_cpu']:.1f} / {100 * s['fixed_top1_same_as_cpu']:.1f} %",
                          f"{s['service_top1_max_abs_diff']:.2g} / {s['fixed_top1_max_abs_diff']:.2g}",
-                         s["captured_vs_eager"]] for s in result["steps"]]),
+                         captured_cell(s)] for s in result["steps"]]),
         f"## 4. Goals ({result['sentences']} test sentences)\n",
         markdown_table(["goal", "want", "precision", "measured", "met"],
                        [[g["goal"], f"≥ {g['want']:,}", g["precision"], f"{g['measured']:,.2f}",
@@ -488,6 +526,16 @@ def markdown(result: dict) -> str:
                          f"{100 * r['same_as_cpu']:.1f} %"] for r in result["runs"]]),
     ]
     return "\n".join(lines)
+
+
+def captured_cell(step: dict) -> str:
+    """A table cell: the step of TRANSLATOR_CUDA_GRAPHS against the service's eager step."""
+    graphed = step["captured_vs_eager"]
+    if graphed is None:
+        return "capture refused (the reason is logged)"
+    how = "captured" if graphed["captured"] else "not captured (CPU provider)"
+    return (f"{how}: {graphed['ms_per_step']:.3f} vs {step['service_ms_per_step']:.3f} ms; top-1 same as eager "
+            f"{100 * graphed['top1_same_as_eager']:.1f} %, as CPU {100 * graphed['top1_same_as_cpu']:.1f} %")
 
 
 def listed(items: list[str]) -> str:

@@ -67,15 +67,7 @@ class OrtDecoder:
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
         started = time.perf_counter()
         t, cfg = self.model, self.model.model_config
-        binding = t.encoder.io_binding()
-        binding.bind_cpu_input(GraphIO.SRC, src)
-        binding.bind_cpu_input(GraphIO.SRC_MASK, src_mask)
-        for name in t.cross_names:
-            binding.bind_output(name, t.device)
-        t.encoder.run_with_iobinding(binding, t.run_options)
-        cross_kv, rows = binding.get_outputs(), np.repeat(np.arange(len(src)), repeat)  # sentence i repeat[i] times
-        if (repeat != 1).any():
-            cross_kv = self._run(t.select, "x", cross_kv, {"rows": rows})
+        cross_kv, rows = encode(t, src, src_mask, repeat)
         if not len(self.positions):
             self.cross_kv, self.src_mask = cross_kv, src_mask[rows]
             empty = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
@@ -166,11 +158,11 @@ class OrtDecoder:
         if cross_rows is None and len(rows) == len(self.positions):
             self._reorder(rows)
         else:
-            self._set_self_kv(self._run(self.model.select, "x", self.self_kv, {"rows": rows}))
+            self._set_self_kv(run_graph(self.model, self.model.select, "x", self.self_kv, {"rows": rows}))
             self.positions = self.positions[rows]
         if cross_rows is not None:
             cross_rows = cross_rows.astype(np.int64)
-            self.cross_kv = self._run(self.model.select, "x", self.cross_kv, {"rows": cross_rows})
+            self.cross_kv = run_graph(self.model, self.model.select, "x", self.cross_kv, {"rows": cross_rows})
             self.src_mask = self.src_mask[cross_rows]
             self._shrink()
 
@@ -197,25 +189,46 @@ class OrtDecoder:
         length already). a_i is not padded: its copy into the result is the only one (a join is one copy of the
         running batch's caches)."""
         pads = {"pads_b": np.array([0, 0, 0, 0, 0, 0, b_short, 0])}
-        return self._run(self.model.join, "a", a, pads, second=("b", b))
+        return run_graph(self.model, self.model.join, "a", a, pads, second=("b", b))
 
-    def _run(self, session: ort.InferenceSession, prefix: str, values: list, cpu_inputs: dict[str, np.ndarray],
-             second: tuple[str, list] | None = None) -> list[ort.OrtValue]:
-        """Run a cache graph over values (inputs prefix_0, prefix_1, ...) on the device; outputs y_0, y_1, ..."""
-        t = self.model
-        binding = session.io_binding()
-        for name, group in [(prefix, values), *([second] if second else [])]:
-            for i, value in enumerate(group):
-                if isinstance(value, ort.OrtValue):
-                    binding.bind_ortvalue_input(f"{name}_{i}", value)
-                else:
-                    binding.bind_cpu_input(f"{name}_{i}", value)
-        for name, value in cpu_inputs.items():
-            binding.bind_cpu_input(name, value)
-        for i in range(len(values)):
-            binding.bind_output(f"y_{i}", t.device)
-        session.run_with_iobinding(binding, t.run_options)
-        return binding.get_outputs()
+
+def encode(model: ModelSessions, src: np.ndarray, src_mask: np.ndarray,
+           repeat: np.ndarray) -> tuple[list[ort.OrtValue], np.ndarray]:
+    """The encoder keys/values of sentences src, sentence i's repeat[i] times, on the device; and each row's
+    sentence."""
+    binding = model.encoder.io_binding()
+    binding.bind_cpu_input(GraphIO.SRC, src)
+    binding.bind_cpu_input(GraphIO.SRC_MASK, src_mask)
+    for name in model.cross_names:
+        binding.bind_output(name, model.device)
+    model.encoder.run_with_iobinding(binding, model.run_options)
+    cross_kv, rows = binding.get_outputs(), np.repeat(np.arange(len(src)), repeat)  # sentence i repeat[i] times
+    if (repeat != 1).any():
+        cross_kv = run_graph(model, model.select, "x", cross_kv, {"rows": rows})
+    return cross_kv, rows
+
+
+def run_graph(model: ModelSessions, session: ort.InferenceSession, prefix: str, values: list,
+              cpu_inputs: dict[str, np.ndarray], second: tuple[str, list] | None = None,
+              into: list[ort.OrtValue] | None = None) -> list[ort.OrtValue]:
+    """Run a cache graph over values (inputs prefix_0, prefix_1, ...) on the device; outputs y_0, y_1, ..., new
+    tensors or written into `into`."""
+    binding = session.io_binding()
+    for name, group in [(prefix, values), *([second] if second else [])]:
+        for i, value in enumerate(group):
+            if isinstance(value, ort.OrtValue):
+                binding.bind_ortvalue_input(f"{name}_{i}", value)
+            else:
+                binding.bind_cpu_input(f"{name}_{i}", value)
+    for name, value in cpu_inputs.items():
+        binding.bind_cpu_input(name, value)
+    for i in range(len(values)):
+        if into is None:
+            binding.bind_output(f"y_{i}", model.device)
+        else:
+            binding.bind_ortvalue_output(f"y_{i}", into[i])
+    session.run_with_iobinding(binding, model.run_options)
+    return into if into is not None else binding.get_outputs()
 
 
 def pad_columns(mask: np.ndarray, length: int) -> np.ndarray:

@@ -57,7 +57,8 @@ def warm_up(model: ModelSessions) -> None:
 def load_model(folder: Path, settings: Settings, metrics: Metrics) -> tuple[list[PairInfo], Runner]:
     """A model folder's sessions, warm, behind a batcher; the pairs it serves."""
     s = settings
-    model = ModelSessions(folder, s.precision, s.provider, s.threads, s.optimization, s.spin_threads)
+    model = ModelSessions(folder, s.precision, s.provider, s.threads, s.optimization, s.spin_threads,
+                          s.cuda_graphs)
     warm_up(model)
     log.info("model %s (%s) ready on %s (%s)", model.name, folder, model.provider, s.precision)
     metrics.model_info.labels(model.name, model.provider, s.precision).set(1)

@@ -12,14 +12,16 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import onnxruntime as ort
 
 from core.folder import FolderConfig, GraphIO
 from core.search import Hypothesis, SearchOptions, search
-from service.engine.cache_graphs import join_graph, select_graph
+from service.engine.cache_graphs import fit_graph, join_graph, put_graph, select_graph
 from service.engine.decoder import OrtDecoder
+from service.engine.graphed import BucketedDecoder, BucketStore, captured_store
 from service.engine.memory import trim_malloc
 
 log = logging.getLogger(__name__)
@@ -94,6 +96,7 @@ class ModelSessions:
         threads: int = 0,
         optimization: str = "all",
         spin_threads: bool = False,
+        cuda_graphs: bool = False,
     ):
         self.model_dir = Path(model_dir)
         self.config = FolderConfig.load(self.model_dir)
@@ -123,11 +126,15 @@ class ModelSessions:
         # None unless needed: with any RunOptions, onnxruntime 1.31's Python run_with_iobinding looks up a
         # gpu_graph_id entry, and the lookup of an absent entry raises and catches an error, 50 us every run
         self.run_options: ort.RunOptions | None = None
+        # TRANSLATOR_CUDA_GRAPHS: the buckets whose steps are captured (service.engine.graphed), None for the eager
+        # decoder (the setting off, or capture not possible here: the reason is logged)
+        self.buckets: BucketStore | None = captured_store(self) if cuda_graphs else None
 
-    def _session(self, graph: str | bytes) -> ort.InferenceSession:
+    def _session(self, graph: str | bytes, cuda_options: dict[str, str] | None = None) -> ort.InferenceSession:
         """A session, on the provider found running, of a graph file of the folder or of a graph built in memory."""
         source = graph if isinstance(graph, bytes) else str(self.model_dir / graph)
-        providers = [self.provider, "CPUExecutionProvider"] if self.on_gpu else ["CPUExecutionProvider"]
+        providers = ([(self.provider, cuda_options or {}), "CPUExecutionProvider"] if self.on_gpu
+                     else ["CPUExecutionProvider"])
         return ort.InferenceSession(source, self.options, providers=providers,
                                     disabled_optimizers=None if self.on_gpu else CPU_UNFUSED)
 
@@ -135,9 +142,23 @@ class ModelSessions:
     def name(self) -> str:
         return self.config.name
 
-    def new_decoder(self) -> OrtDecoder:
+    @cached_property
+    def fit(self) -> ort.InferenceSession:
+        """The cache graph that fits rows into a bucket (service.engine.graphed alone uses it)."""
+        return self._session(fit_graph(len(self.self_names)))
+
+    @cached_property
+    def put(self) -> ort.InferenceSession:
+        """The cache graph that writes new rows into a bucket in place."""
+        return self._session(put_graph(len(self.self_names)))
+
+    def graphed_decoder(self) -> ort.InferenceSession:
+        """A decoder session whose steps ONNX Runtime's CUDA provider captures, one graph per gpu_graph_id."""
+        return self._session(self.config.graphs[self.precision]["decoder"], {"enable_cuda_graph": "1"})
+
+    def new_decoder(self) -> OrtDecoder | BucketedDecoder:
         """An empty decoder for a running batch (core.search.RunningBatch)."""
-        return OrtDecoder(self)
+        return OrtDecoder(self) if self.buckets is None else BucketedDecoder(self, self.buckets)
 
     def translate_ids(self, sources: list[list[int]], opts: SearchOptions) -> BatchResult:
         """Translate source ids in one running batch; returns hypotheses and where the time went."""

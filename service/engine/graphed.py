@@ -1,0 +1,283 @@
+"""A decoder whose steps run in buckets of fixed shapes at fixed addresses, so that ONNX Runtime's CUDA provider can
+capture each bucket's step in a CUDA graph and replay it (TRANSLATOR_CUDA_GRAPHS; off by default, not yet measured
+on a GPU).
+
+A bucket is the rows (sentences x beams) rounded up to a power of two, the self-attention slots to a power of two
+from FIRST_SLOTS (at most the model's max_len) and the source tokens to a power of two from FIRST_SOURCE. Its
+buffers live as long as the model's sessions (BucketStore), so a graph captured over them stays valid from batch to
+batch: two sets of self-attention caches and two of cross-attention caches, and the step's inputs (tokens,
+positions, source mask) on the device, written in place before every step (OrtValue.update_inplace). A step binds
+one self set, one cross set and a top-k width: each such binding is one captured graph (its gpu_graph_id). The rows
+past the batch's are padding (token 0 at position 0, a source of one token); each row attends to its own caches
+only, so they change no real row, and their outputs are dropped.
+
+Where each write goes, so that no captured address ever changes:
+- the step writes its slot into the very buffers it reads (each cache output bound to its input's buffer, as
+  service.engine.decoder does): ScatterND runs in place, and the graph replays on the same addresses;
+- a beam reorder, or sentences leaving, gathers the rows into the bucket's other set (a gather cannot run in place;
+  a copy back would cost a second one): the sets take turns, each pair of them its own graph;
+- a batch that outgrows its bucket or shrinks below it (rows, slots or source) is fitted into the new bucket's first
+  sets, one copy (the cache graph fit); sentences that join are fitted in with the running rows, then their caches
+  are written into their rows in place (the cache graph put).
+On the CPU provider the same buckets, buffers and bindings run, with no capture asked for: the tests check there that
+the translations are those of service.engine.decoder's eager path. One running batch at a time uses a model's store
+(the engine runs one per model).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import onnxruntime as ort
+
+from core.folder import GraphIO
+from core.search import Hypothesis, SearchOptions, search
+from service.engine.decoder import OrtDecoder, encode, pad_columns, run_graph
+
+if TYPE_CHECKING:
+    from service.engine.sessions import ModelSessions
+
+log = logging.getLogger(__name__)
+
+FIRST_SLOTS, FIRST_SOURCE = 32, 16
+PROBE_RUNS = 3  # ONNX Runtime runs a graph id once eagerly, captures it at the next run, then replays it
+
+
+def bucket_size(needed: int, first: int = 1, most: int | None = None) -> int:
+    """The smallest of first, 2 x first, 4 x first, ... that holds `needed`, at most `most`."""
+    size = first
+    while size < needed:
+        size *= 2
+    return size if most is None else min(size, most)
+
+
+@dataclass(frozen=True)
+class Shape:
+    rows: int
+    slots: int
+    source: int
+
+
+@dataclass
+class StepBinding:
+    """A bound step of one bucket: its self and cross sets and its width, the top-k buffers it writes, and the run
+    options that name its graph (None when no capture is asked for)."""
+
+    binding: ort.IOBinding
+    top_tokens: ort.OrtValue
+    top_logp: ort.OrtValue
+    run_options: ort.RunOptions | None
+
+
+class Bucket:
+    """A bucket's buffers: two sets of self-attention caches, two of cross-attention caches, the step's inputs, and
+    its bound steps."""
+
+    def __init__(self, store: BucketStore, shape: Shape):
+        model, self.store, self.shape = store.model, store, shape
+        cfg = model.model_config
+
+        def zeros(length: int) -> ort.OrtValue:
+            array = np.zeros((shape.rows, cfg.n_heads, length, cfg.d_head), np.float32)
+            return ort.OrtValue.ortvalue_from_numpy(array, model.device, 0)
+
+        self.self_sets = [[zeros(shape.slots) for _ in model.self_names] for _ in range(2)]
+        self.cross_sets = [[zeros(shape.source) for _ in model.cross_names] for _ in range(2)]
+        self.tokens = ort.OrtValue.ortvalue_from_numpy(np.zeros(shape.rows, np.int64), model.device, 0)
+        self.positions = ort.OrtValue.ortvalue_from_numpy(np.zeros(shape.rows, np.int64), model.device, 0)
+        self.src_mask = ort.OrtValue.ortvalue_from_numpy(np.zeros((shape.rows, shape.source), bool), model.device, 0)
+        self.steps: dict[tuple[int, int, int], StepBinding] = {}
+
+    def write(self, tokens: np.ndarray, positions: np.ndarray, src_mask: np.ndarray) -> None:
+        """The step's inputs into their buffers, the padding rows' after the batch's."""
+        rows, (n, length) = self.shape.rows, src_mask.shape
+        padded_mask = np.zeros((rows, self.shape.source), bool)
+        padded_mask[:n, :length] = src_mask
+        padded_mask[n:, 0] = True  # a padding row attends to one source token: no row of -inf alone
+        self.tokens.update_inplace(np.pad(tokens, (0, rows - n)))
+        self.positions.update_inplace(np.pad(positions, (0, rows - n)))
+        self.src_mask.update_inplace(padded_mask)
+
+    def step(self, self_set: int, cross_set: int, width: int) -> StepBinding:
+        """The step over these sets with this top-k width, bound the first time it is asked for."""
+        key = self_set, cross_set, width
+        if key not in self.steps:
+            self.steps[key] = self.store.bind_step(self, *key)
+        return self.steps[key]
+
+
+class BucketStore:
+    """A model's buckets, made as batches need them and kept with their bindings (and captured graphs)."""
+
+    def __init__(self, model: ModelSessions, decoder: ort.InferenceSession, capture: bool):
+        self.model, self.decoder, self.capture = model, decoder, capture
+        self.buckets: dict[Shape, Bucket] = {}
+        self.graphs = 0  # gpu_graph_ids given so far
+
+    def bucket(self, shape: Shape) -> Bucket:
+        if shape not in self.buckets:
+            self.buckets[shape] = Bucket(self, shape)
+        return self.buckets[shape]
+
+    def bind_step(self, bucket: Bucket, self_set: int, cross_set: int, width: int) -> StepBinding:
+        """A step's binding: every input and output at an address of the bucket's, the width a host value (TopK
+        reads its k on the host), and, when capturing, a graph id of its own."""
+        model, rows = self.model, bucket.shape.rows
+        binding = self.decoder.io_binding()
+        caches = [*bucket.self_sets[self_set], *bucket.cross_sets[cross_set]]
+        for name, value in zip([*model.self_names, *model.cross_names], caches):
+            binding.bind_ortvalue_input(name, value)
+        for name, value in zip(model.new_self_names, bucket.self_sets[self_set]):
+            binding.bind_ortvalue_output(name, value)
+        for name, value in ((GraphIO.TOKENS, bucket.tokens), (GraphIO.POSITIONS, bucket.positions),
+                            (GraphIO.SRC_MASK, bucket.src_mask),
+                            (GraphIO.WIDTH, ort.OrtValue.ortvalue_from_numpy(np.array([width], np.int64)))):
+            binding.bind_ortvalue_input(name, value)
+        top_tokens = ort.OrtValue.ortvalue_from_shape_and_type([rows, width], np.int64, model.device, 0)
+        top_logp = ort.OrtValue.ortvalue_from_shape_and_type([rows, width], np.float32, model.device, 0)
+        binding.bind_ortvalue_output(GraphIO.TOP_TOKENS, top_tokens)
+        binding.bind_ortvalue_output(GraphIO.TOP_LOGP, top_logp)
+        options = None
+        if self.capture:
+            options = ort.RunOptions()
+            options.add_run_config_entry("gpu_graph_id", str(self.graphs))
+            self.graphs += 1
+        return StepBinding(binding, top_tokens, top_logp, options)
+
+    def run(self, step: StepBinding) -> tuple[np.ndarray, np.ndarray]:
+        """Run a bound step: the top tokens and log-probabilities of every row of its bucket."""
+        self.decoder.run_with_iobinding(step.binding, step.run_options)
+        return step.top_tokens.numpy(), step.top_logp.numpy()
+
+
+class BucketedDecoder:
+    """A decoder (core.search.Decoder) over a BucketStore: the running rows first in their bucket's buffers."""
+
+    def __init__(self, model: ModelSessions, store: BucketStore):
+        self.model, self.store = model, store
+        self.steps = 0
+        self.encode_seconds = 0.0
+        self._empty()
+
+    def _empty(self) -> None:
+        self.positions = np.zeros(0, dtype=np.int64)  # each row's next position
+        self.src_mask = np.zeros((0, 0), dtype=bool)  # cut to the longest source, as OrtDecoder's
+        self.current: Bucket | None = None  # the bucket the rows are in, and which of its sets hold them
+        self.self_set = self.cross_set = 0
+
+    def _shape(self) -> Shape:
+        """The bucket the rows need now."""
+        cfg = self.model.model_config
+        return Shape(bucket_size(len(self.positions)),
+                     bucket_size(int(self.positions.max()) + 1, FIRST_SLOTS, cfg.max_len),
+                     bucket_size(self.src_mask.shape[1], FIRST_SOURCE))
+
+    def _move(self, shape: Shape, running: int) -> Bucket:
+        """The bucket of this shape, the first `running` rows of the current one fitted into its first sets."""
+        if self.current is not None and self.current.shape == shape:
+            return self.current
+        into = self.store.bucket(shape)
+        if self.current is not None and running:
+            rows = pad_rows(np.arange(running), shape.rows)
+            self._fit(self.current.self_sets[self.self_set], rows, shape.slots, into.self_sets[0])
+            self._fit(self.current.cross_sets[self.cross_set], rows, shape.source, into.cross_sets[0])
+        self.current, self.self_set, self.cross_set = into, 0, 0
+        return into
+
+    def _fit(self, values: list[ort.OrtValue], rows: np.ndarray, length: int, into: list[ort.OrtValue]) -> None:
+        """into_i = values_i[rows], grown with zeros or cut to `length` along axis 2: with the same length a plain
+        gather (the select graph)."""
+        t, now = self.model, values[0].shape()[2]
+        if now == length:
+            run_graph(t, t.select, "x", values, {"rows": rows}, into=into)
+        else:
+            run_graph(t, t.fit, "x", values, {"rows": rows, "pads": axis2_pads(length - now)}, into=into)
+
+    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+        started = time.perf_counter()
+        t, cfg = self.model, self.model.model_config
+        cross_kv, rows = encode(t, src, src_mask, repeat)
+        running, new = len(self.positions), len(rows)
+        length = max(self.src_mask.shape[1], src_mask.shape[1])
+        self.src_mask = np.concatenate([pad_columns(self.src_mask, length), pad_columns(src_mask[rows], length)])
+        self.positions = np.concatenate([self.positions, np.zeros(new, dtype=np.int64)])
+        shape = self._shape()
+        bucket = self._move(shape, running)
+        at = np.arange(running, running + new)[:, None]
+        run_graph(t, t.put, "x", bucket.cross_sets[self.cross_set], {"rows": at, "pads": axis2_pads(
+            shape.source - src_mask.shape[1])}, second=("b", cross_kv), into=bucket.cross_sets[self.cross_set])
+        empty = np.zeros((new, cfg.n_heads, 0, cfg.d_head), np.float32)  # padded to zeros of every slot
+        run_graph(t, t.put, "x", bucket.self_sets[self.self_set], {"rows": at, "pads": axis2_pads(shape.slots)},
+                  second=("b", [empty] * len(t.self_names)), into=bucket.self_sets[self.self_set])
+        self.encode_seconds += time.perf_counter() - started
+
+    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        n = len(tokens)
+        bucket = self._move(self._shape(), n)
+        bucket.write(tokens, self.positions, self.src_mask)
+        step = bucket.step(self.self_set, self.cross_set, min(width, self.model.model_config.vocab_size))
+        top_tokens, top_logp = self.store.run(step)
+        self.positions += 1
+        self.steps += 1
+        return top_tokens[:n].copy(), top_logp[:n].copy()
+
+    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
+        if not len(rows):
+            self._empty()
+            return
+        bucket = self.current
+        other = 1 - self.self_set
+        self._fit(bucket.self_sets[self.self_set], pad_rows(rows, bucket.shape.rows), bucket.shape.slots,
+                  bucket.self_sets[other])
+        self.self_set = other
+        self.positions = self.positions[rows]
+        if cross_rows is not None:
+            other = 1 - self.cross_set
+            self._fit(bucket.cross_sets[self.cross_set], pad_rows(cross_rows, bucket.shape.rows),
+                      bucket.shape.source, bucket.cross_sets[other])
+            self.cross_set = other
+            mask = self.src_mask[cross_rows]
+            self.src_mask = mask[:, : int(np.flatnonzero(mask.any(axis=0)).max()) + 1]  # sources are right-padded
+
+
+def pad_rows(rows: np.ndarray, size: int) -> np.ndarray:
+    """Row indices for a bucket of `size` rows: `rows`, then row 0 for each padding row."""
+    return np.pad(rows.astype(np.int64), (0, size - len(rows)))
+
+
+def axis2_pads(grow: int) -> np.ndarray:
+    """ONNX Pad's pads that grow (or, negative, cut) a cache's axis 2 at its end."""
+    return np.array([0, 0, 0, 0, 0, 0, grow, 0], dtype=np.int64)
+
+
+def captured_store(model: ModelSessions) -> BucketStore | None:
+    """The store whose steps ONNX Runtime captures in CUDA graphs, or None, its reason logged, where it cannot:
+    not on the CUDA provider, a session that refuses capture, or a probe translation that differs from the eager
+    decoder's."""
+    if not model.on_gpu:
+        log.warning("TRANSLATOR_CUDA_GRAPHS: not used, ONNX Runtime runs on %s (CUDA graphs need the CUDA provider); "
+                    "the eager decoder runs", model.provider)
+        return None
+    try:
+        store = BucketStore(model, model.graphed_decoder(), capture=True)
+        probe = [[*range(4, min(model.model_config.vocab_size, 10)), model.model_config.eos_id]]
+        opts = SearchOptions(max_length=4)
+        eager = tokens(search(OrtDecoder(model), probe, opts, model.model_config))
+        for _ in range(PROBE_RUNS):
+            if tokens(search(BucketedDecoder(model, store), probe, opts, model.model_config)) != eager:
+                raise RuntimeError("the captured step translates otherwise than the eager one")
+    except Exception as error:  # noqa: BLE001 - ONNX Runtime refuses with plain RuntimeErrors of many kinds
+        log.warning("TRANSLATOR_CUDA_GRAPHS: not used, capture refused (%s); the eager decoder runs", error)
+        return None
+    log.info("TRANSLATOR_CUDA_GRAPHS: the decoder step runs in CUDA graphs, one per bucket")
+    return store
+
+
+def tokens(hypotheses: list[list[Hypothesis]]) -> list[list[list[int]]]:
+    """The tokens of each sentence's hypotheses: what must be the same in a bucket as outside one (the padding
+    changes the order of the float sums, so the scores may differ in their last bits)."""
+    return [[h.tokens for h in hyps] for hyps in hypotheses]

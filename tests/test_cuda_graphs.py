@@ -1,0 +1,155 @@
+"""TRANSLATOR_CUDA_GRAPHS's bucketed decoder (service.engine.graphed) on the CPU provider, where everything but the
+capture runs: its translations are the eager decoder's, greedy and beam, as rows join, leave and outgrow their
+buckets; and where capture cannot be used, one logged reason and the eager decoder."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.search import Hypothesis, RunningBatch, SearchOptions, search
+from service.engine import graphed
+from service.engine.decoder import OrtDecoder
+from service.engine.graphed import FIRST_SLOTS, BucketedDecoder, BucketStore, Shape, bucket_size, tokens
+from service.engine.sessions import ModelSessions
+
+
+@pytest.fixture(scope="module")
+def model(tiny_model_dir: Path) -> ModelSessions:
+    return ModelSessions(tiny_model_dir, provider="cpu", threads=1)
+
+
+def sources(count: int, seed: int) -> list[list[int]]:
+    """Source ids of varied lengths (4 to 24 tokens), </s> last."""
+    rng = np.random.default_rng(seed)
+    return [[*rng.integers(4, 90, rng.integers(3, 24)).tolist(), 2] for _ in range(count)]
+
+
+def assert_same(ours: list[list[Hypothesis]], eager: list[list[Hypothesis]]) -> None:
+    """The same hypotheses in the same order, their scores equal but for the last bits of a float32 sum (padded
+    slots and sources change the order of the additions)."""
+    assert tokens(ours) == tokens(eager)
+    assert [h.score for hyps in ours for h in hyps] == pytest.approx([h.score for hyps in eager for h in hyps],
+                                                                     abs=1e-5)
+
+
+def test_bucket_sizes():
+    assert [bucket_size(n) for n in (1, 2, 3, 5, 64, 65)] == [1, 2, 4, 8, 64, 128]
+    assert [bucket_size(n, 32, 100) for n in (1, 32, 33, 65, 99)] == [32, 32, 64, 100, 100]
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+@pytest.mark.parametrize("count", [1, 3, 9])
+def test_translations_are_the_eager_decoders(model: ModelSessions, beam_size: int, count: int):
+    """Sentences end at different steps (rows leave mid-batch, the row bucket shrinks) and run past FIRST_SLOTS
+    positions (the slot bucket grows): every hypothesis and score as the eager decoder's."""
+    batch = sources(count, seed=count)
+    opts = SearchOptions(beam_size=beam_size, n_best=beam_size, max_length_extra=40)
+    store = BucketStore(model, model.decoder, capture=False)
+    ours, eager = BucketedDecoder(model, store), OrtDecoder(model)
+    assert_same(search(ours, batch, opts, model.model_config), search(eager, batch, opts, model.model_config))
+    assert ours.steps == eager.steps > FIRST_SLOTS
+    slots = {shape.slots for shape in store.buckets}
+    assert {FIRST_SLOTS, 2 * FIRST_SLOTS} <= slots
+    if count > 1:
+        assert len({shape.rows for shape in store.buckets}) > 1  # rows left: a smaller bucket
+
+
+def test_joins_and_removals_mid_batch_are_the_eager_decoders(model: ModelSessions):
+    """A running batch that sentences join (longer sources than those running: the source bucket grows) and that
+    the caller removes sentences from, of mixed beam sizes, step by step as the eager decoder's."""
+    store = BucketStore(model, model.decoder, capture=False)
+    batches = [RunningBatch(BucketedDecoder(model, store), model.model_config),
+               RunningBatch(OrtDecoder(model), model.model_config)]
+    short, long = sources(3, seed=1), [[*range(4, 30), 2], [*range(30, 70), 2]]
+    options = [SearchOptions(beam_size=k, n_best=k, max_length_extra=30) for k in (1, 4, 2)]
+    finished: list[dict] = [{}, {}]
+    for batch, done in zip(batches, finished):
+        batch.add(short, options, ["a", "b", "c"])
+        for step in range(200):
+            if step == 3:
+                batch.add(long, options[:2], ["d", "e"])
+            if step == 6:
+                done |= {s.key: s.result() for s in batch.remove({"b"})}
+            if step == 9:
+                batch.add(short[:1], options[1:2], ["f"])
+            done |= {s.key: s.result() for s in batch.step()}
+            if not len(batch):
+                break
+    assert finished[0].keys() == finished[1].keys()
+    assert_same([finished[0][key] for key in finished[1]], list(finished[1].values()))
+    assert set(finished[0]) == {"a", "b", "c", "d", "e", "f"}
+    assert len({shape.source for shape in store.buckets}) > 1
+
+
+def test_buckets_are_kept_from_batch_to_batch(model: ModelSessions):
+    """A second batch of the same shapes runs over the very buffers (and bindings) of the first: a captured graph
+    stays valid."""
+    store = BucketStore(model, model.decoder, capture=False)
+    batch, opts = sources(2, seed=5), SearchOptions(max_length=8)
+    search(BucketedDecoder(model, store), batch, opts, model.model_config)
+    buffers = {shape: (id(b), dict(b.steps)) for shape, b in store.buckets.items()}
+    again = search(BucketedDecoder(model, store), batch, opts, model.model_config)
+    assert_same(again, search(OrtDecoder(model), batch, opts, model.model_config))
+    assert {shape: (id(b), dict(b.steps)) for shape, b in store.buckets.items()} == buffers
+
+
+def test_setting_off_runs_the_eager_decoder(model: ModelSessions):
+    assert model.buckets is None and isinstance(model.new_decoder(), OrtDecoder)
+
+
+def test_without_cuda_the_setting_logs_why_and_the_eager_decoder_runs(tiny_model_dir: Path, caplog):
+    with caplog.at_level(logging.WARNING, logger=graphed.__name__):
+        model = ModelSessions(tiny_model_dir, provider="cpu", threads=1, cuda_graphs=True)
+    assert model.buckets is None and isinstance(model.new_decoder(), OrtDecoder)
+    assert [r.getMessage() for r in caplog.records] == [
+        "TRANSLATOR_CUDA_GRAPHS: not used, ONNX Runtime runs on CPUExecutionProvider (CUDA graphs need the CUDA "
+        "provider); the eager decoder runs"]
+
+
+def test_a_refused_capture_logs_why_and_the_eager_decoder_runs(model: ModelSessions, monkeypatch, caplog):
+    """ONNX Runtime refusing the capture (here: the session that asks for it failing to start) is one logged line."""
+    def refuse() -> None:
+        raise RuntimeError("all nodes must be on the CUDA provider")
+
+    monkeypatch.setattr(model, "on_gpu", True)
+    monkeypatch.setattr(model, "graphed_decoder", refuse)
+    with caplog.at_level(logging.WARNING, logger=graphed.__name__):
+        assert graphed.captured_store(model) is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "TRANSLATOR_CUDA_GRAPHS: not used, capture refused (all nodes must be on the CUDA provider); the eager "
+        "decoder runs"]
+
+
+def test_a_probe_that_translates_otherwise_is_refused(model: ModelSessions, monkeypatch, caplog):
+    """A store whose steps give other outputs than the eager decoder's is not used."""
+    monkeypatch.setattr(model, "on_gpu", True)
+    monkeypatch.setattr(model, "graphed_decoder", lambda: model.decoder)
+    right = BucketStore.run
+
+    def wrong(store: BucketStore, step) -> tuple[np.ndarray, np.ndarray]:
+        top_tokens, top_logp = right(store, step)
+        return top_tokens % 80 + 5, top_logp  # other tokens, none of them </s>
+
+    monkeypatch.setattr(BucketStore, "run", wrong)
+    with caplog.at_level(logging.WARNING, logger=graphed.__name__):
+        assert graphed.captured_store(model) is None
+    assert "translates otherwise than the eager one" in caplog.records[0].getMessage()
+
+
+def test_padding_rows_change_no_real_row(model: ModelSessions):
+    """One sentence in a bucket of 4 rows and in one of 1: the same step outputs."""
+    store = BucketStore(model, model.decoder, capture=False)
+    ours = BucketedDecoder(model, store)
+    ours.add(np.array([[5, 6, 7, 2]]), np.array([[True] * 4]), np.array([3]))
+    wide = ours.step(np.array([1, 1, 1]), 4)
+    assert ours.current.shape == Shape(rows=4, slots=FIRST_SLOTS, source=16)
+    ours.select(np.array([0]), np.array([0]))
+    eager = OrtDecoder(model)
+    eager.add(np.array([[5, 6, 7, 2]]), np.array([[True] * 4]), np.array([1]))
+    first = eager.step(np.array([1]), 4)
+    np.testing.assert_array_equal(wide[0][:1], first[0])
+    np.testing.assert_array_equal(ours.step(wide[0][:1, 0], 4)[0], eager.step(first[0][:, 0], 4)[0])
