@@ -56,7 +56,10 @@ def test_tags_become_placeholder_numbers_with_a_space_between_them_and_a_word():
     ("Der 7301 große 7318 Hund rennt.", "Der <b>große</b> Hund rennt."),  # copied
     ("Der Hund 7301 rennt 7318 schnell.", "Der Hund <b>rennt</b> schnell."),  # moved with its word
     ("Der 7318 große 7301 Hund rennt.", "Der <b>große</b> Hund rennt."),  # reversed: swapped
-    ("Der 7301 7318 Hund rennt.", "Der <b>Hund</b> rennt."),  # wrapping nothing: the next word
+    ("Der 7301 7318 Hund rennt.", "<b>Der</b> Hund rennt."),  # wrapping nothing: the word before
+    ("Der Hund 7301 7318 rennt.", "Der <b>Hund</b> rennt."),
+    ("Der Hund 73018 rennt.", "Der <b>Hund</b> rennt."),  # run together: the two stand there
+    ("7301 7318 Der Hund rennt.", "<b>Der</b> Hund rennt."),  # no word before: the next
     ("Der 7.301 große 7,318 Hund rennt.", "Der <b>große</b> Hund rennt."),  # thousands separators
     ("Der große Hund rennt.", "Der <b>große</b> Hund rennt."),  # both dropped: by place
     ("Der 7301 große Hund rennt.", "Der <b>große</b> Hund rennt."),  # close dropped: the next word's end
@@ -114,6 +117,13 @@ def test_atoms_keep_their_place_or_are_put_back_by_place():
     assert html(unmark("Zeile eins 7301 Zeile zwei und 7318 mehr", marked)) == \
         "Zeile eins<br/>Zeile zwei und<img/> mehr"
     assert html(unmark("Zeile eins Zeile zwei und mehr", marked)).count("<br/>") == 1
+
+
+def test_markup_with_text_of_its_own_keeps_the_spaces_the_source_had_beside_it():
+    marked = mark(unit("Our firm ", "<br/>", " was founded here."))
+    assert html(unmark("Unsere Firma 7301wurde hier gegründet.", marked)) == "Unsere Firma <br/> wurde hier gegründet."
+    assert html(unmark("Unsere Firma7301 wurde hier gegründet.", marked)) == "Unsere Firma <br/> wurde hier gegründet."
+    assert html(unmark("Unsere Firma wurde hier gegründet.", marked)) == "Unsere Firma <br/> wurde hier gegründet."
 
 
 def test_punctuation_next_to_a_placeholder_gets_no_space():

@@ -13,8 +13,9 @@ number. Whatever the model does, every tag comes back once and the nesting is va
 - a word with an element inside it (H<sub>2</sub>O, 1<sup>st</sup>) is kept as written, as one placeholder;
 - a placeholder the model dropped is put back by place, as spans.py does: at the word boundary nearest to the same
   share of the text (a word's start for an opening tag, its end for a closing one); an element that wrapped words
-  wraps at least one word again (an open/close pair is never broken). So are two placeholders that the model ran
-  together into one number ("7301 an 7318" as "730118", seen with the shipped models), and that number goes;
+  wraps at least one word again (an open/close pair is never broken), the word before where the model left the
+  pair empty ("steht 7301 7318 bei"). Two placeholders that the model ran together into one number ("7301 an 7318"
+  as "730118" or "73018", seen with the shipped models) stand where that number stood, and the number goes;
 - an element the model moved out of its parent, or across a sibling, is brought back inside its parent, after its
   sibling (the nesting of the source).
 
@@ -126,12 +127,23 @@ def unmark(translation: str, marked: Marked) -> Unit:
     starts = [m.start() for m in WORD.finditer(clean)] or [0]
     ends = [m.end() for m in WORD.finditer(clean)] or [len(clean)]
     boundaries = sorted(starts + ends)
+    spaced_points = []  # dropped markup with text of its own that stood between spaces: it gets one of its own
     for group in marked.groups.values():
         if group.events[0] not in found:
             kinds = {event.kind for event in group.events}
+            if "point" in kinds and group.spaced == (False, False) and clean:
+                spaced_points.append((nearest(ends, group.share * len(clean)), group))
+                continue
             candidates = starts if kinds == {"open"} else ends if kinds == {"close"} else boundaries
             at = nearest(candidates, group.share * len(clean))
             places.update({event: at for event in group.events})
+    for at, group in sorted(spaced_points, key=lambda item: -item[0]):  # "Firma wurde" -> "Firma <span/> wurde"
+        clean = f"{clean[:at]} {clean[at:]}"
+        places.update({event: place + 1 for event, place in places.items() if place > at})
+        places.update({event: at + 1 for event in group.events})
+    if spaced_points:
+        starts = [m.start() for m in WORD.finditer(clean)] or [0]
+        ends = [m.end() for m in WORD.finditer(clean)] or [len(clean)]
     keep_pairs_whole(places, found, clean, starts, ends)
     body = render(marked.top, places, clean, 0, len(clean))
     return merged([*marked.head, *body, *marked.tail])
@@ -282,7 +294,7 @@ def take_out(translation: str, groups: dict[str, Group], source: str) -> tuple[s
     """The translation without placeholders (nor the spaces mark() put beside them), and where each event of a
     placeholder found stands in it. A placeholder the model wrote twice stands at its first; a number the source
     does not hold that begins as a placeholder does is two placeholders the model ran together ("7301 an 7318" as
-    "730118"): it goes, and they are put back by place."""
+    "730118"): it goes, and those of them not found elsewhere stand where it stood (run_together)."""
     pieces: list[str] = []
     places: dict[Event, int] = {}
     length = at = 0
@@ -310,19 +322,39 @@ def take_out(translation: str, groups: dict[str, Group], source: str) -> tuple[s
         # space it leaves at the start
         if (not first or group.spaced != (before, after)) and last in (" ", "") and translation[at : at + 1] == " ":
             at += 1
-        # tags that stood between two words with a space beside them, the model wrote with none ("Bibliothek
-        # 7335öffnet"): the words stay apart, the space on the side where the source had it
-        glued = first and not all(group.spaced) and last.isalnum() and translation[at : at + 1].isalnum()
-        if glued and not group.spaced[0]:
+        # a space the source had beside the tags, the model left out ("Bibliothek 7335öffnet"): it comes back where
+        # it keeps two words apart (on the side the source had it), and beside markup with text of its own (a kept
+        # "<span translate=no>", a word with an element inside) wherever a word touches it
+        after = translation[at : at + 1]
+        visible = first and any(event.kind == "point" for event in group.events)
+        glued = first and last.isalnum() and after.isalnum()
+        space_before = first and not group.spaced[0] and last.isalnum() and (visible or glued)
+        space_after = first and not group.spaced[1] and after.isalnum() and (visible or glued and not space_before)
+        if space_before:
             pieces.append(" ")
             length, last = length + 1, " "
         if first:
             places.update({event: length for event in group.events})
-        if glued and group.spaced[0]:
+        elif group is None:  # run together: the placeholders it stands for stand here
+            places.update({event: length for run in run_together(number, groups, places) for event in run.events})
+        if space_after:
             pieces.append(" ")
             length, last = length + 1, " "
     pieces.append(translation[at:])
     return "".join(pieces), places
+
+
+def run_together(number: str, groups: dict[str, Group], places: dict[Event, int]) -> list[Group]:
+    """The groups of the placeholders that a number the model ran together stands for, those not placed yet: the one
+    it starts with and the next, if the rest of the number ends that one ("73018": 7301 and 7318)."""
+    order = list(groups)
+    for i, placeholder in enumerate(order):
+        if number.startswith(placeholder) and len(number) > len(placeholder):
+            rest = number[len(placeholder) :]
+            after = order[i + 1 : i + 2]
+            run = [groups[placeholder], *(groups[p] for p in after if p.endswith(rest))]
+            return [group for group in run if group.events[0] not in places]
+    return []
 
 
 def nearest(candidates: list[int], target: float) -> int:
@@ -335,8 +367,10 @@ def keep_pairs_whole(
     places: dict[Event, int], found: set[Event], text: str, starts: list[int], ends: list[int]
 ) -> None:
     """Each element's close after its open (swapped if the model reversed them), and an element that wrapped text
-    wrapping at least a word again: the tag that was put back by place moves to the previous word's start (an open)
-    or the next word's end (a close), the close when both were or neither was."""
+    wrapping at least a word again: the open moves to the previous word's start where the model placed the close
+    (the fine-tuned models write a pair they leave empty, or run together, right after the word they translated:
+    "steht 7301 7318 bei", "genießen 73018"; bench.studies.placeholders' markup units), else the close to the next
+    word's end."""
     for event in [event for event in places if event.kind == "open"]:
         close = event.partner
         if places[event] > places[close]:
@@ -344,7 +378,7 @@ def keep_pairs_whole(
         if event.wraps_text and not WORD.search(text, places[event], places[close]):
             later = bisect_right(ends, places[event])
             earlier = bisect_left(starts, places[close]) - 1
-            if earlier >= 0 and (event not in found and close in found or later == len(ends)):
+            if earlier >= 0 and (close in found or later == len(ends)):
                 places[event] = starts[earlier]
             elif later < len(ends):
                 places[close] = ends[later]
