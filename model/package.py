@@ -27,7 +27,7 @@ def package(run_dir: Path, out: Path, average: int, also: Sequence[Path] = ()) -
     used = [*also, *last]
     state = average_weights(used)
     state["model"] = {k: v.half() for k, v in state["model"].items()}
-    state["averaged"] = [str(p) for p in used]
+    state["averaged"] = [p.name for p in used]
     torch.save(state, out / "model.pt")
     shutil.copy(run_dir / "spm.model", out / "spm.model")
     return used

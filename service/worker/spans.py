@@ -7,8 +7,9 @@ a placeholder the model dropped (or rewrote) is put back at the place in the tra
 the source (the same share of the text, at a word boundary), and counted (translator_placeholders_total{how}).
 
 The placeholders are numbers (7301, 7318, ...) that the text does not hold: of the forms tried, the shipped models
-copy a four-digit number best (bench/results/placeholders.md: 84-88 % of real spans copied into place, the rest put
-back; brackets, angle brackets and underscores they never copy). Plain numbers are not protected: the models write
+copy a four-digit number best (brackets, angle brackets and underscores they never copied), and were then fine-tuned
+on them (model.augment.placeholder_variants): 84-89 % of real spans copied into place, the rest put back
+(bench/results/placeholders.md). Plain numbers are not protected: the models write
 them in the target language's style (2,000 -> 2.000).
 """
 
