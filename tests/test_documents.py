@@ -171,24 +171,31 @@ CHAPTER = """<?xml version="1.0" encoding="utf-8"?>
 <code>a &lt; b</code>.</p><p translate="no">Kept as written.</p></section></body></html>"""
 
 
-def test_an_ebook_keeps_its_chapters_and_their_markup():
+def epub_book(title: str, chapters: list[tuple[str, str]]) -> bytes:
+    """An English .epub of these (title, XHTML page) chapters, chapter1.xhtml, chapter2.xhtml, ..., with its
+    navigation."""
     book = epub.EpubBook()
-    book.set_identifier("id")
-    book.set_title("A book")
+    book.set_identifier(title)
+    book.set_title(title)
     book.set_language("en")
-    chapters = []
-    for n in (1, 2):
-        chapter = epub.EpubHtml(title=f"Chapter {n}", file_name=f"chapter{n}.xhtml", lang="en")
-        chapter.content = CHAPTER.format(n=n).encode()
+    items = []
+    for n, (name, page) in enumerate(chapters, 1):
+        chapter = epub.EpubHtml(title=name, file_name=f"chapter{n}.xhtml", lang="en")
+        chapter.content = page.encode()
         book.add_item(chapter)
-        chapters.append(chapter)
-    book.toc = chapters
-    book.spine = ["nav", *chapters]
+        items.append(chapter)
+    book.toc = items
+    book.spine = ["nav", *items]
     book.add_item(epub.EpubNcx())
     book.add_item(epub.EpubNav())
-    source = io.BytesIO()
-    epub.write_epub(source, book)
-    data = translated(source.getvalue(), ".epub", reverse)
+    out = io.BytesIO()
+    epub.write_epub(out, book)
+    return out.getvalue()
+
+
+def test_an_ebook_keeps_its_chapters_and_their_markup():
+    source = epub_book("A book", [(f"Chapter {n}", CHAPTER.format(n=n)) for n in (1, 2)])
+    data = translated(source, ".epub", reverse)
     result = epub.read_epub(io.BytesIO(data), {"ignore_ncx": True})
     names = sorted(item.file_name for item in result.get_items() if isinstance(item, epub.EpubHtml))
     assert names == ["chapter1.xhtml", "chapter2.xhtml", "nav.xhtml"]

@@ -30,7 +30,7 @@ from bs4 import BeautifulSoup, Tag
 from client import TIMEOUT, assert_error
 from ebooklib import epub
 from pptx.util import Inches
-from test_documents import saved
+from test_documents import epub_book, saved
 
 from service.launch import running_service
 
@@ -435,24 +435,9 @@ CHAPTER = """<?xml version="1.0" encoding="utf-8"?>
 
 
 def build_epub() -> bytes:
-    book = epub.EpubBook()
-    book.set_identifier("probe-neighbours-2024")
-    book.set_title(DOCUMENT["title"])
-    book.set_language("en")
     bodies = [html_paragraphs(), f'<table class="decisions">{html_rows()}</table>']
-    chapters = []
-    for n, (title, body) in enumerate(zip((DOCUMENT["title"], DOCUMENT["second_title"]), bodies), 1):
-        chapter = epub.EpubHtml(title=title, file_name=f"chapter{n}.xhtml", lang="en")
-        chapter.content = CHAPTER.format(title=title, body=body).encode()
-        book.add_item(chapter)
-        chapters.append(chapter)
-    book.toc = chapters
-    book.spine = ["nav", *chapters]
-    book.add_item(epub.EpubNcx())
-    book.add_item(epub.EpubNav())
-    out = io.BytesIO()
-    epub.write_epub(out, book)
-    return out.getvalue()
+    titles = (DOCUMENT["title"], DOCUMENT["second_title"])
+    return epub_book(DOCUMENT["title"], [(t, CHAPTER.format(title=t, body=b)) for t, b in zip(titles, bodies)])
 
 
 def read_epub(data: bytes) -> Read:
