@@ -135,7 +135,7 @@ def markdown(result: dict, shape: str = "NLLB-200-distilled-600M") -> str:
     files = [[name, f"{mib:,.1f}"] for name, mib in result["files"].items()]
     total = sum(result["files"].values())
     return (
-        f"Machine: {env['cpu']}, {env['cores']} cores, shared with other work. A model shaped as "
+        f"Machine: {env['cpu']}, {env['cores']} cores. A model shaped as "
         f"{shape}, random weights: {result['parameters']:,} parameters.\n\n"
         + markdown_table(["step", "command", "seconds", "peak RSS GiB"], steps)
         + f"\nThe folder: {total / 1024:.2f} GiB.\n\n" + markdown_table(["file", "MiB"], files)

@@ -85,9 +85,9 @@ class OrtDecoder:
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         t = self.model
-        if self.positions.max() >= self.slots:
-            self._set_self_kv(self._resize(self.self_kv, cache_slots(int(self.positions.max()) + 1,
-                                                                     t.model_config.max_len)))
+        needed = int(self.positions.max()) + 1
+        if needed > self.slots:
+            self._set_self_kv(self._resize(self.self_kv, cache_slots(needed, t.model_config.max_len)))
         if len(self.tokens) != len(tokens):
             self.tokens = np.empty(len(tokens), dtype=np.int64)
         self.tokens[:] = tokens
@@ -169,10 +169,10 @@ class OrtDecoder:
     def _shrink(self) -> None:
         """After sentences left: cut the encoder keys/values to the longest source left and the self-attention
         cache to the slots the rows left need, so that a long sentence does not slow the batch once it is gone."""
-        longest_source = int(np.flatnonzero(self.src_mask.any(axis=0)).max()) + 1  # sources are right-padded
-        if longest_source < self.src_mask.shape[1]:
-            self.cross_kv = self._resize(self.cross_kv, longest_source)
-            self.src_mask = np.ascontiguousarray(self.src_mask[:, :longest_source])
+        longest = longest_source(self.src_mask)
+        if longest < self.src_mask.shape[1]:
+            self.cross_kv = self._resize(self.cross_kv, longest)
+            self.src_mask = np.ascontiguousarray(self.src_mask[:, :longest])
         slots = cache_slots(int(self.positions.max()) + 1, self.model.model_config.max_len)
         if slots < self.slots:
             self._set_self_kv(self._resize(self.self_kv, slots))
@@ -188,7 +188,7 @@ class OrtDecoder:
         """concat(a_i, b_i) along the rows, b_i padded with zeros along axis 2 by `b_short` (0 when it has a_i's
         length already). a_i is not padded: its copy into the result is the only one (a join is one copy of the
         running batch's caches)."""
-        pads = {"pads_b": np.array([0, 0, 0, 0, 0, 0, b_short, 0])}
+        pads = {"pads_b": axis2_pads(b_short)}
         return run_graph(self.model, self.model.join, "a", a, pads, second=("b", b))
 
 
@@ -229,6 +229,16 @@ def run_graph(model: ModelSessions, session: ort.InferenceSession, prefix: str, 
             binding.bind_ortvalue_output(f"y_{i}", into[i])
     session.run_with_iobinding(binding, model.run_options)
     return into if into is not None else binding.get_outputs()
+
+
+def axis2_pads(grow: int) -> np.ndarray:
+    """ONNX Pad's pads that grow (or, negative, cut) a cache's axis 2 at its end."""
+    return np.array([0, 0, 0, 0, 0, 0, grow, 0], dtype=np.int64)
+
+
+def longest_source(src_mask: np.ndarray) -> int:
+    """The length of the longest source of a right-padded (N, S) mask."""
+    return int(np.flatnonzero(src_mask.any(axis=0)).max()) + 1
 
 
 def pad_columns(mask: np.ndarray, length: int) -> np.ndarray:

@@ -36,7 +36,7 @@ import onnxruntime as ort
 
 from core.folder import GraphIO
 from core.search import Hypothesis, SearchOptions, search
-from service.engine.decoder import OrtDecoder, encode, pad_columns, run_graph
+from service.engine.decoder import OrtDecoder, axis2_pads, encode, longest_source, pad_columns, run_graph
 
 if TYPE_CHECKING:
     from service.engine.sessions import ModelSessions
@@ -241,17 +241,12 @@ class BucketedDecoder:
                       bucket.shape.source, bucket.cross_sets[other])
             self.cross_set = other
             mask = self.src_mask[cross_rows]
-            self.src_mask = mask[:, : int(np.flatnonzero(mask.any(axis=0)).max()) + 1]  # sources are right-padded
+            self.src_mask = mask[:, : longest_source(mask)]
 
 
 def pad_rows(rows: np.ndarray, size: int) -> np.ndarray:
     """Row indices for a bucket of `size` rows: `rows`, then row 0 for each padding row."""
     return np.pad(rows.astype(np.int64), (0, size - len(rows)))
-
-
-def axis2_pads(grow: int) -> np.ndarray:
-    """ONNX Pad's pads that grow (or, negative, cut) a cache's axis 2 at its end."""
-    return np.array([0, 0, 0, 0, 0, 0, grow, 0], dtype=np.int64)
 
 
 def captured_store(model: ModelSessions) -> BucketStore | None:
