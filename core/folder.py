@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CONFIG_FILE = "config.json"
-OPSET = 18  # of every ONNX graph we write
+OPSET = 23  # of the model's graphs (python -m export): the first with an Attention operator
 IR_VERSION = 10  # ONNX Runtime 1.31 reads IR versions up to 13; onnx's helpers would write 14
 # The special tokens of our SentencePiece models; a converted Marian model has its own ids in ModelConfig.
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3

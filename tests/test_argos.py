@@ -161,8 +161,10 @@ def test_log_probabilities_equal_ctranslate2_s(model_dir: Path, ct2_model: Path,
     theirs = ctranslate2.Translator(str(ct2_model), compute_type="float32", intra_threads=1).score_batch(
         pieces[:8], pieces[8:]
     )
+    # a wrong weight or option moves them by 0.01 and more; the two libraries' fp32 kernels differ by up to 1.6e-4
+    # on an AMD EPYC (both within 1e-4 on an Intel Xeon)
     for ours, result in zip(teacher_forced_log_probs(model_dir, sources, targets), theirs):
-        assert result.log_probs == pytest.approx(ours, abs=1e-4)
+        assert result.log_probs == pytest.approx(ours, abs=5e-4)
 
 
 def test_the_tokenizer_is_argos_translate_s(translator: Translator, sentencepiece_model: Path):

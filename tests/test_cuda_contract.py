@@ -143,6 +143,21 @@ def test_a_node_the_cuda_provider_has_no_kernel_for_fails(table: KernelTable):
     assert found == ["com.microsoft.FusedGemm (unnamed): the CUDA provider has no com.microsoft FusedGemm kernel"]
 
 
+def test_an_operator_version_the_cuda_kernels_do_not_reach_fails(table: KernelTable):
+    """Why the model graphs are opset 23 and the cache graphs 18: the CUDA provider's Reshape kernel of ONNX Runtime
+    1.31 is registered from Reshape-23 on, open ended, which ONNX Runtime takes for Reshape-23 alone (opset 24 has
+    Reshape-24); its Pad kernel likewise from Pad-18 (opset 23 has Pad-23)."""
+    def graph(op: str, inputs: list[tuple[str, int]], opset: int) -> onnx.ModelProto:
+        return model_of([helper.make_node(op, [name for name, _ in inputs], ["y"])], inputs, {"": opset})
+
+    reshape = [("x", TensorProto.FLOAT), ("shape", TensorProto.INT64)]
+    pad = [("x", TensorProto.FLOAT), ("pads", TensorProto.INT64)]
+    assert missing(graph("Reshape", reshape, 23), table) == [] and missing(graph("Pad", pad, 18), table) == []
+    (reshape_24,), (pad_23,) = missing(graph("Reshape", reshape, 24), table), missing(graph("Pad", pad, 23), table)
+    assert "no CUDA kernel for version 24 of the operator" in reshape_24
+    assert "no CUDA kernel for version 23 of the operator" in pad_23
+
+
 def test_a_type_the_cuda_kernel_does_not_take_fails(table: KernelTable):
     """GroupQueryAttention (BENCHMARKS.md: tried on the CPU, not adopted without knowing this): fp16 and bf16 only."""
     names = ["query", "key", "value", "past_key", "past_value", "seqlens_k", "total_sequence_length"]

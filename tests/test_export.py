@@ -251,13 +251,17 @@ def test_graphs_pass_the_checker_with_a_readable_ir_version(exported: Exported):
         assert onnx.load(str(path), load_external_data=False).ir_version <= MAX_IR_VERSION, path.name
 
 
-def test_the_decoder_writes_each_cache_slot_from_the_reshape_that_split_its_heads(exported: Exported):
-    """Each cache's ScatterND takes the new keys or values from the Reshape that split their heads, with no Gather or
-    Expand of its own (model.transformer.write_slot), and every one reads the same index, built once a step."""
+def test_each_attention_is_one_node_and_each_cache_write_one_scatter_from_the_split_heads(exported: Exported):
+    """Every attention, self and cross, is one Attention node (model.transformer.fused_attention): a step has no
+    Softmax or Where of its own. Each cache's ScatterND takes the new keys or values from the Reshape that split
+    their heads, with no Gather or Expand of its own (model.transformer.write_slot), and every one reads the same
+    index, built once a step."""
     graph = onnx.load(str(exported.directory / "decoder.onnx")).graph
     made_by = {output: node for node in graph.node for output in node.output}
+    layers, ops = exported.model.cfg.n_layers, [node.op_type for node in graph.node]
+    assert ops.count("Attention") == 2 * layers and not {"Softmax", "Where"} & set(ops)
     scatters = [node for node in graph.node if node.op_type == "ScatterND"]
-    assert len(scatters) == 2 * exported.model.cfg.n_layers
+    assert len(scatters) == 2 * layers
     assert {made_by[node.input[2]].op_type for node in scatters} == {"Reshape"}
     assert len({node.input[1] for node in scatters}) == 1
 
@@ -429,7 +433,7 @@ def test_beam_reorders_take_turns_between_two_sets_of_cache_buffers(exported: Ex
         fresh.select(order, order)  # rows of one sentence share its encoder keys/values: selecting them changes nothing
         sets.append([id(x) for x in turned.self_kv])
     assert sets[0] == sets[2] and sets[1] == sets[3] and sets[0] != sets[1]
-    bound = [held[-1] for held, _ in turned.step_bindings.values()]
+    bound = [step.bound for step in turned.step_bindings.values()]
     assert len(bound) == 2
     assert all(b[GraphIO.TOKENS] is turned.tokens and b[GraphIO.POSITIONS] is turned.positions for b in bound)
 

@@ -8,7 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from core.search import CACHE_SLOTS, Hypothesis, RunningBatch, SearchOptions, length_penalty, pad_batch, search
+from core.search import (
+    CACHE_SLOTS,
+    FEW_ROWS,
+    Hypothesis,
+    RunningBatch,
+    SearchOptions,
+    grown_slots,
+    length_penalty,
+    pad_batch,
+    search,
+)
 from core.tokenizer import Tokenizer
 from model.config import preset
 from model.decode import CachedDecoder, translate_ids
@@ -133,6 +143,13 @@ def test_cached_steps_equal_full_decoding_also_for_rows_that_join_later(pre_norm
     assert decoder.self_kv[0][0].size(2) == 3 * CACHE_SLOTS
     np.testing.assert_allclose(np.stack(got[0]), teacher_forced_logp(model, first, tgt[0]), atol=1e-5)
     np.testing.assert_allclose(np.stack(got[1]), teacher_forced_logp(model, second, tgt[1][:-3]), atol=1e-5)
+
+
+def test_a_cache_of_few_rows_doubles_and_one_of_many_grows_by_cache_slots():
+    assert [grown_slots(slots + 1, slots, 1, 512) for slots in (8, 16, 32, 256)] == [16, 32, 64, 512]
+    assert grown_slots(9, 8, FEW_ROWS, 512) == 16 and grown_slots(33, 32, FEW_ROWS + 1, 512) == 32 + CACHE_SLOTS
+    assert grown_slots(40, 8, 1, 512) == 40  # what the rows need, where that is more than twice
+    assert grown_slots(65, 64, 1, 100) == 100  # never beyond the model's positions
 
 
 def test_padding_does_not_change_a_sentence_s_logits():

@@ -18,8 +18,11 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto, helper
 
-from core.folder import IR_VERSION, OPSET
+from core.folder import IR_VERSION
 
+# Not the model graphs' opset (core.folder.OPSET): the CUDA provider registers its Pad kernel from Pad-18 on, open
+# ended, which ONNX Runtime takes for Pad-18 alone, so a later opset's Pad would run on the CPU (export.cuda_contract)
+OPSET = 18
 SHAPE = ["N", "H", "L", "Dh"]
 
 

@@ -8,16 +8,27 @@ graphs (service.engine.cache_graphs) reorder, append and grow them there.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import onnxruntime as ort
 
 from core.folder import GraphIO
-from core.search import cache_slots
+from core.search import cache_slots, grown_slots
 
 if TYPE_CHECKING:
     from service.engine.sessions import ModelSessions
+
+
+@dataclass
+class StepBinding:
+    """A decoder step's binding of one set of caches, and the host arrays it binds as they were last bound."""
+
+    binding: ort.IOBinding
+    caches: list[ort.OrtValue]  # held, so that no other tensor can take their memory or their ids
+    bound: dict[str, np.ndarray] = field(default_factory=dict)  # by name
+    host_arrays: int = -1  # OrtDecoder.host_arrays when they were bound
 
 
 class OrtDecoder:
@@ -27,8 +38,9 @@ class OrtDecoder:
     buffers of its cache inputs, so the step writes its slot in place. The cache graphs (service.engine.cache_graphs)
     reorder, append and grow them there. Nothing but the tokens, the positions and the top-k
     crosses to NumPy, and on the CPU ONNX Runtime's allocator reuses the caches' memory from step to step, where
-    NumPy would allocate (and fault in) fresh pages. The host's inputs (tokens, positions, width, source mask) are
-    NumPy arrays that OrtValues wrap, bound once and written in place (ONNX Runtime copies them to a GPU itself).
+    NumPy would allocate (and fault in) fresh pages. The host's inputs (tokens, positions, width, source mask) and
+    the top-k outputs are NumPy arrays that OrtValues wrap, bound once and written in place (ONNX Runtime copies them
+    to and from a GPU itself).
     """
 
     def __init__(self, model: ModelSessions):
@@ -36,16 +48,19 @@ class OrtDecoder:
         self.src_mask = np.zeros((0, 0), dtype=bool)
         self.steps = 0
         self.encode_seconds = 0.0
+        self.host_arrays = 0  # counts the times a host array that the step binds was replaced: it is bound again
         self._empty()
 
     def _empty(self) -> None:
         """No rows: no caches, and no binding that holds their memory; the next add starts afresh."""
         self.cross_kv: list[ort.OrtValue] = []
         self.positions = np.zeros(0, dtype=np.int64)  # each row's next position; a step reads it where it is
+        self.highest = -1  # the highest of the positions
         self.tokens = np.zeros(0, dtype=np.int64)  # the step's tokens, written in place
         self.width = np.zeros(1, dtype=np.int64)
-        self.top_tokens = self.top_logp = None  # OrtValues the step writes its top-k into
-        self.top_shape: list[int] = []
+        self.top_tokens = np.zeros((0, 0), dtype=np.int64)  # the arrays the step writes its top-k into
+        self.top_logp = np.zeros((0, 0), dtype=np.float32)
+        self.host_arrays += 1
         self._set_self_kv([])
 
     def _set_self_kv(self, values: list[ort.OrtValue]) -> None:
@@ -59,17 +74,23 @@ class OrtDecoder:
         self.self_kv = values
         self.slots = values[0].shape()[2] if values else 0
         self.spare: list[ort.OrtValue] = []
-        # by the ids of the first tensors they bind (self-attention; then cross-attention for a step); each entry
-        # holds the tensors whose memory its binding points at, so that no other tensor can take their ids
-        self.step_bindings: dict[tuple[int, int], tuple[list, ort.IOBinding]] = {}
+        # by the ids of the first tensors they bind (self-attention; then cross-attention for a step)
+        self.step_bindings: dict[tuple[int, int], StepBinding] = {}
         self.reorder_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
+
+    def _replace(self, **arrays: np.ndarray) -> None:
+        """Replace host arrays that the step reads or writes (positions, src_mask, tokens, top_tokens, top_logp)."""
+        for name, array in arrays.items():
+            setattr(self, name, array)
+        self.host_arrays += 1
 
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
         started = time.perf_counter()
         t, cfg = self.model, self.model.model_config
         cross_kv, rows = encode(t, src, src_mask, repeat)
         if not len(self.positions):
-            self.cross_kv, self.src_mask = cross_kv, src_mask[rows]
+            self.cross_kv = cross_kv
+            self._replace(src_mask=src_mask[rows])
             empty = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
             self._set_self_kv(self._resize([empty] * len(t.self_names), cache_slots(1, cfg.max_len)))
         else:  # the new rows after the running ones, the encoder outputs padded to the longer source
@@ -77,59 +98,60 @@ class OrtDecoder:
             if length > self.src_mask.shape[1]:  # rarely: most joins pad only the newcomers
                 self.cross_kv = self._resize(self.cross_kv, length)
             self.cross_kv = self._join(self.cross_kv, cross_kv, length - src_mask.shape[1])
-            self.src_mask = np.concatenate([pad_columns(self.src_mask, length), pad_columns(src_mask[rows], length)])
+            self._replace(src_mask=np.concatenate([pad_columns(self.src_mask, length),
+                                                   pad_columns(src_mask[rows], length)]))
             new = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
             self._set_self_kv(self._join(self.self_kv, [new] * len(self.self_kv), self.slots))
-        self.positions = np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)])
+        self._replace(positions=np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)]))
+        self.highest = int(self.positions.max())
         self.encode_seconds += time.perf_counter() - started
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         t = self.model
-        needed = int(self.positions.max()) + 1
-        if needed > self.slots:
-            self._set_self_kv(self._resize(self.self_kv, cache_slots(needed, t.model_config.max_len)))
-        if len(self.tokens) != len(tokens):
-            self.tokens = np.empty(len(tokens), dtype=np.int64)
+        if self.highest >= self.slots:
+            slots = grown_slots(self.highest + 1, self.slots, len(tokens), t.model_config.max_len)
+            self._set_self_kv(self._resize(self.self_kv, slots))
+        width = min(width, t.model_config.vocab_size)
+        if self.top_tokens.shape != (len(tokens), width):
+            self._replace(tokens=np.empty(len(tokens), dtype=np.int64),
+                          top_tokens=np.empty((len(tokens), width), dtype=np.int64),
+                          top_logp=np.empty((len(tokens), width), dtype=np.float32))
+            self.width[0] = width
         self.tokens[:] = tokens
-        self.width[0] = min(width, t.model_config.vocab_size)
         t.decoder.run_with_iobinding(self._binding(), t.run_options)
         self.positions += 1
+        self.highest += 1
         self.steps += 1
-        # copies: numpy() views the buffers that the next step overwrites
-        return self.top_tokens.numpy().copy(), self.top_logp.numpy().copy()
+        return self.top_tokens.copy(), self.top_logp.copy()  # the next step writes into these arrays
 
     def _binding(self) -> ort.IOBinding:
-        """The step's binding of the current caches, with the host's inputs and the top-k outputs bound again
-        where they are new arrays. Each cache output is bound to the buffer of its input: the step writes its slot
-        in place, with no copy of the cache and no new memory."""
+        """The step's binding of the current caches, with the host's arrays bound again where they were replaced.
+        Each cache output is bound to the buffer of its input: the step writes its slot in place, with no copy of
+        the cache and no new memory."""
         t = self.model
         key = id(self.self_kv[0]), id(self.cross_kv[0])
-        held, binding = self.step_bindings.get(key, (None, None))
-        if binding is None:
+        step = self.step_bindings.get(key)
+        if step is None:
             binding = t.decoder.io_binding()
             caches = [*self.self_kv, *self.cross_kv]
             for name, value in zip([*t.self_names, *t.cross_names], caches):
                 binding.bind_ortvalue_input(name, value)
             for name, value in zip(t.new_self_names, self.self_kv):
                 binding.bind_ortvalue_output(name, value)
-            held = [*caches, {}]  # and the host arrays and top-k outputs it has bound, by name
-            self.step_bindings[key] = held, binding
-        shape = [len(self.tokens), int(self.width[0])]
-        if self.top_shape != shape:
-            self.top_tokens = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.int64)
-            self.top_logp = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32)
-            self.top_shape = shape
-        bound = held[-1]
-        for name, array in ((GraphIO.TOKENS, self.tokens), (GraphIO.POSITIONS, self.positions),
-                            (GraphIO.WIDTH, self.width), (GraphIO.SRC_MASK, self.src_mask)):
-            if bound.get(name) is not array:  # an OrtValue over the array's memory, which the step reads
-                binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(array))
-                bound[name] = array
-        if bound.get(GraphIO.TOP_TOKENS) is not self.top_tokens:
-            binding.bind_ortvalue_output(GraphIO.TOP_TOKENS, self.top_tokens)
-            binding.bind_ortvalue_output(GraphIO.TOP_LOGP, self.top_logp)
-            bound[GraphIO.TOP_TOKENS] = self.top_tokens
-        return binding
+            step = self.step_bindings[key] = StepBinding(binding, caches)
+        if step.host_arrays != self.host_arrays:
+            for name, array in ((GraphIO.TOKENS, self.tokens), (GraphIO.POSITIONS, self.positions),
+                                (GraphIO.WIDTH, self.width), (GraphIO.SRC_MASK, self.src_mask)):
+                if step.bound.get(name) is not array:  # an OrtValue over the array's memory, which the step reads
+                    step.binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(array))
+            for name, array in ((GraphIO.TOP_TOKENS, self.top_tokens), (GraphIO.TOP_LOGP, self.top_logp)):
+                if step.bound.get(name) is not array:  # and over the arrays it writes
+                    step.binding.bind_ortvalue_output(name, ort.OrtValue.ortvalue_from_numpy(array))
+            step.bound = {GraphIO.TOKENS: self.tokens, GraphIO.POSITIONS: self.positions, GraphIO.WIDTH: self.width,
+                          GraphIO.SRC_MASK: self.src_mask, GraphIO.TOP_TOKENS: self.top_tokens,
+                          GraphIO.TOP_LOGP: self.top_logp}
+            step.host_arrays = self.host_arrays
+        return step.binding
 
     def _reorder(self, rows: np.ndarray) -> None:
         """Beam search's select of every row: the self-attention caches' rows in a new order, written into the
@@ -149,6 +171,7 @@ class OrtDecoder:
         t.select.run_with_iobinding(binding, t.run_options)
         self.self_kv, self.spare = self.spare, self.self_kv
         self.positions[:] = self.positions[rows]  # in place: the step bindings read it there
+        self.highest = int(self.positions.max())
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
         if not len(rows):
@@ -159,11 +182,12 @@ class OrtDecoder:
             self._reorder(rows)
         else:
             self._set_self_kv(run_graph(self.model, self.model.select, "x", self.self_kv, {"rows": rows}))
-            self.positions = self.positions[rows]
+            self._replace(positions=self.positions[rows])
+            self.highest = int(self.positions.max())
         if cross_rows is not None:
             cross_rows = cross_rows.astype(np.int64)
             self.cross_kv = run_graph(self.model, self.model.select, "x", self.cross_kv, {"rows": cross_rows})
-            self.src_mask = self.src_mask[cross_rows]
+            self._replace(src_mask=self.src_mask[cross_rows])
             self._shrink()
 
     def _shrink(self) -> None:
@@ -172,8 +196,8 @@ class OrtDecoder:
         longest = longest_source(self.src_mask)
         if longest < self.src_mask.shape[1]:
             self.cross_kv = self._resize(self.cross_kv, longest)
-            self.src_mask = np.ascontiguousarray(self.src_mask[:, :longest])
-        slots = cache_slots(int(self.positions.max()) + 1, self.model.model_config.max_len)
+            self._replace(src_mask=np.ascontiguousarray(self.src_mask[:, :longest]))
+        slots = cache_slots(self.highest + 1, self.model.model_config.max_len)
         if slots < self.slots:
             self._set_self_kv(self._resize(self.self_kv, slots))
 
