@@ -294,7 +294,9 @@ def test_prometheus_scrapes_the_service(server: RunningService, prometheus: str)
     deadline = time.monotonic() + 30
     while True:
         try:
-            answer = httpx.get(prometheus + "/api/v1/query", params={"query": "translator_requests_total"}).json()
+            response = httpx.get(prometheus + "/api/v1/query", params={"query": "translator_requests_total"})
+            # 503 "Service Unavailable" in plain text while Prometheus is still starting
+            answer = response.json() if response.status_code == 200 else {"status": response.status_code}
             if answer["status"] == "success" and answer["data"]["result"]:
                 break
         except httpx.TransportError:
