@@ -230,7 +230,7 @@ class RunningBatch:
         """step() when every sentence is greedy (one row each): _greedy without the bookkeeping that sentences of
         several beam sizes need, which is most of a one-sentence batch's time outside ONNX Runtime."""
         everyone = np.arange(len(self))
-        ending = ((token == self.cfg.eos_id) | (self.steps + 1 >= self.max_lengths)).any()  # at most steps, none
+        ending = ((token == self.cfg.eos_id) | (self.steps + 1 >= self.max_lengths)).any()  # most steps: none ends
         done = self._greedy_ends(everyone, everyone, token) if ending else None
         self.history[everyone, self.steps] = token
         self.steps += 1
