@@ -230,12 +230,11 @@ class RunningBatch:
         """step() when every sentence is greedy (one row each): _greedy without the bookkeeping that sentences of
         several beam sizes need, which is most of a one-sentence batch's time outside ONNX Runtime."""
         everyone = np.arange(len(self))
-        ending = ((token == self.cfg.eos_id) | (self.steps + 1 >= self.max_lengths)).any()  # most steps: none ends
-        done = self._greedy_ends(everyone, everyone, token) if ending else None
+        done = self._greedy_ends(everyone, everyone, token, self.steps, self.max_lengths)
         self.history[everyone, self.steps] = token
         self.steps += 1
         self.tokens = token
-        if done is None:
+        if not done.any():
             return []
         keep = np.flatnonzero(~done)
         ended = [self.sentences[m] for m in np.flatnonzero(done)]
@@ -258,14 +257,16 @@ class RunningBatch:
     def _greedy(self, members, rows, top_tokens, top_logp):
         """The most likely token of each sentence's row."""
         token = top_tokens[:, 0, 0]
-        done = self._greedy_ends(members, rows[:, 0], token)
+        done = self._greedy_ends(members, rows[:, 0], token, self.steps[members], self.max_lengths[members])
         keep = ~done
         return done, rows[keep], token[keep, None], np.zeros((keep.sum(), 1))
 
-    def _greedy_ends(self, members: np.ndarray, rows: np.ndarray, token: np.ndarray) -> np.ndarray:
-        """Which greedy sentences end with this token (at </s> or their maximum length); they get their hypothesis."""
-        steps = self.steps[members]
-        done = (token == self.cfg.eos_id) | (steps + 1 >= self.max_lengths[members])
+    def _greedy_ends(self, members: np.ndarray, rows: np.ndarray, token: np.ndarray, steps: np.ndarray,
+                     max_lengths: np.ndarray) -> np.ndarray:
+        """Which greedy sentences (at these steps, with these maximum lengths) end with this token (at </s> or their
+        maximum length); they get their hypothesis. The caller indexes steps and max_lengths: a batch of greedy
+        sentences alone passes them whole, with no copy."""
+        done = (token == self.cfg.eos_id) | (steps + 1 >= max_lengths)
         if not done.any():
             return done
         for m, row, t, last in zip(members[done], rows[done], steps[done], token[done]):

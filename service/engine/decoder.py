@@ -55,7 +55,6 @@ class OrtDecoder:
         """No rows: no caches, and no binding that holds their memory; the next add starts afresh."""
         self.cross_kv: list[ort.OrtValue] = []
         self.positions = np.zeros(0, dtype=np.int64)  # each row's next position; a step reads it where it is
-        self.highest = -1  # the highest of the positions
         self.tokens = np.zeros(0, dtype=np.int64)  # the step's tokens, written in place
         self.width = np.zeros(1, dtype=np.int64)
         self.top_tokens = np.zeros((0, 0), dtype=np.int64)  # the arrays the step writes its top-k into
@@ -103,13 +102,13 @@ class OrtDecoder:
             new = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
             self._set_self_kv(self._join(self.self_kv, [new] * len(self.self_kv), self.slots))
         self._replace(positions=np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)]))
-        self.highest = int(self.positions.max())
         self.encode_seconds += time.perf_counter() - started
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         t = self.model
-        if self.highest >= self.slots:
-            slots = grown_slots(self.highest + 1, self.slots, len(tokens), t.model_config.max_len)
+        needed = int(self.positions.max()) + 1
+        if needed > self.slots:
+            slots = grown_slots(needed, self.slots, len(tokens), t.model_config.max_len)
             self._set_self_kv(self._resize(self.self_kv, slots))
         width = min(width, t.model_config.vocab_size)
         if self.top_tokens.shape != (len(tokens), width):
@@ -120,7 +119,6 @@ class OrtDecoder:
         self.tokens[:] = tokens
         t.decoder.run_with_iobinding(self._binding(), t.run_options)
         self.positions += 1
-        self.highest += 1
         self.steps += 1
         return self.top_tokens.copy(), self.top_logp.copy()  # the next step writes into these arrays
 
@@ -140,17 +138,15 @@ class OrtDecoder:
                 binding.bind_ortvalue_output(name, value)
             step = self.step_bindings[key] = StepBinding(binding, caches)
         if step.host_arrays != self.host_arrays:
-            for name, array in ((GraphIO.TOKENS, self.tokens), (GraphIO.POSITIONS, self.positions),
-                                (GraphIO.WIDTH, self.width), (GraphIO.SRC_MASK, self.src_mask)):
-                if step.bound.get(name) is not array:  # an OrtValue over the array's memory, which the step reads
-                    step.binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(array))
-            for name, array in ((GraphIO.TOP_TOKENS, self.top_tokens), (GraphIO.TOP_LOGP, self.top_logp)):
-                if step.bound.get(name) is not array:  # and over the arrays it writes
-                    step.binding.bind_ortvalue_output(name, ort.OrtValue.ortvalue_from_numpy(array))
-            step.bound = {GraphIO.TOKENS: self.tokens, GraphIO.POSITIONS: self.positions, GraphIO.WIDTH: self.width,
-                          GraphIO.SRC_MASK: self.src_mask, GraphIO.TOP_TOKENS: self.top_tokens,
-                          GraphIO.TOP_LOGP: self.top_logp}
-            step.host_arrays = self.host_arrays
+            reads = {GraphIO.TOKENS: self.tokens, GraphIO.POSITIONS: self.positions, GraphIO.WIDTH: self.width,
+                     GraphIO.SRC_MASK: self.src_mask}
+            writes = {GraphIO.TOP_TOKENS: self.top_tokens, GraphIO.TOP_LOGP: self.top_logp}
+            binding = step.binding
+            for bind, arrays in ((binding.bind_ortvalue_input, reads), (binding.bind_ortvalue_output, writes)):
+                for name, array in arrays.items():
+                    if step.bound.get(name) is not array:  # an OrtValue over the array's memory, read or written
+                        bind(name, ort.OrtValue.ortvalue_from_numpy(array))
+            step.bound, step.host_arrays = {**reads, **writes}, self.host_arrays
         return step.binding
 
     def _reorder(self, rows: np.ndarray) -> None:
@@ -171,7 +167,6 @@ class OrtDecoder:
         t.select.run_with_iobinding(binding, t.run_options)
         self.self_kv, self.spare = self.spare, self.self_kv
         self.positions[:] = self.positions[rows]  # in place: the step bindings read it there
-        self.highest = int(self.positions.max())
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
         if not len(rows):
@@ -183,7 +178,6 @@ class OrtDecoder:
         else:
             self._set_self_kv(run_graph(self.model, self.model.select, "x", self.self_kv, {"rows": rows}))
             self._replace(positions=self.positions[rows])
-            self.highest = int(self.positions.max())
         if cross_rows is not None:
             cross_rows = cross_rows.astype(np.int64)
             self.cross_kv = run_graph(self.model, self.model.select, "x", self.cross_kv, {"rows": cross_rows})
@@ -197,7 +191,7 @@ class OrtDecoder:
         if longest < self.src_mask.shape[1]:
             self.cross_kv = self._resize(self.cross_kv, longest)
             self._replace(src_mask=np.ascontiguousarray(self.src_mask[:, :longest]))
-        slots = cache_slots(self.highest + 1, self.model.model_config.max_len)
+        slots = cache_slots(int(self.positions.max()) + 1, self.model.model_config.max_len)
         if slots < self.slots:
             self._set_self_kv(self._resize(self.self_kv, slots))
 
