@@ -87,6 +87,16 @@ def test_unknown_codes_may_be_left_out():
         LanguageDetector(["bjn", "zt"], skip_unknown=True)
 
 
+def test_detectors_of_one_process_keep_their_own_languages():
+    """The model is read once a process and each detector narrows its own copy: a later detector over other
+    languages changes nothing in an earlier one."""
+    en_fr = LanguageDetector(["en", "fr"])
+    de_only = LanguageDetector(["de"])
+    assert [code for code, _ in en_fr.detect(FRENCH)] == ["fr", "en"]
+    assert de_only.detect(FRENCH) == [("de", 100.0)]
+    assert LanguageDetector(["de", "en", "fr"]).detect(ENGLISH[0])[0][0] == "en"
+
+
 def test_unknown_code_is_named():
     with pytest.raises(ValueError, match="xx"):
         LanguageDetector(["en", "de", "xx"])

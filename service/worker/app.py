@@ -28,7 +28,7 @@ from service.metrics import Metrics
 from service.protocol import EngineClient, Phase
 from service.settings import Settings
 from service.worker import errors
-from service.worker.detect import LanguageDetector
+from service.worker.detect import LanguageDetector, every_language
 from service.worker.files import TranslatedFiles
 from service.worker.middleware import BodyLimit, CloseWhenStopping, Observe
 from service.worker.pairs import Pairs
@@ -85,6 +85,7 @@ async def prepare(state: State) -> None:
     """What needs no running engine, done before the port is served: so a worker that starts late (or replaces one
     that died) takes no request before it can answer it."""
     await asyncio.to_thread(invisible_characters)
+    await asyncio.to_thread(every_language)  # so that the pipeline is built a moment after the engine is READY
     await state.engine.prepare()
 
 

@@ -7,7 +7,16 @@ sentences, at some 20 µs a sentence (bench/results/detect.md).
 
 from __future__ import annotations
 
+import copy
+import functools
+
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+
+@functools.cache
+def every_language() -> LanguageIdentifier:
+    """py3langid's model over all its languages, read once a process: it is LZMA-compressed, some 0.5 s to read."""
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
 
 
 class LanguageDetector:
@@ -21,7 +30,7 @@ class LanguageDetector:
         """languages: ISO 639-1 codes (en, de, fr, cs, ...); a code the model lacks is a ValueError, or with
         skip_unknown left out, never to be detected (NLLB-200 serves 202 languages, py3langid knows 115 of them).
         ValueError for no language left."""
-        self._identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+        self._identifier = copy.copy(every_language())  # set_languages() below narrows this copy alone
         served = list(dict.fromkeys(languages))  # served order, duplicates dropped
         unknown = [code for code in served if code not in self._identifier.labels]
         if unknown and not skip_unknown:
