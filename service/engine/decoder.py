@@ -54,12 +54,13 @@ class OrtDecoder:
     def _empty(self) -> None:
         """No rows: no caches, and no binding that holds their memory; the next add starts afresh."""
         self.cross_kv: list[ort.OrtValue] = []
-        self.positions = np.zeros(0, dtype=np.int64)  # each row's next position; a step reads it where it is
-        self.tokens = np.zeros(0, dtype=np.int64)  # the step's tokens, written in place
-        self.width = np.zeros(1, dtype=np.int64)
-        self.top_tokens = np.zeros((0, 0), dtype=np.int64)  # the arrays the step writes its top-k into
-        self.top_logp = np.zeros((0, 0), dtype=np.float32)
-        self.host_arrays += 1
+        self._replace(
+            positions=np.zeros(0, dtype=np.int64),  # each row's next position; a step reads it where it is
+            tokens=np.zeros(0, dtype=np.int64),  # the step's tokens, written in place
+            width=np.zeros(1, dtype=np.int64),
+            top_tokens=np.zeros((0, 0), dtype=np.int64),  # the arrays the step writes its top-k into
+            top_logp=np.zeros((0, 0), dtype=np.float32),
+        )
         self._set_self_kv([])
 
     def _set_self_kv(self, values: list[ort.OrtValue]) -> None:
@@ -78,7 +79,8 @@ class OrtDecoder:
         self.reorder_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
 
     def _replace(self, **arrays: np.ndarray) -> None:
-        """Replace host arrays that the step reads or writes (positions, src_mask, tokens, top_tokens, top_logp)."""
+        """Replace host arrays that the step reads or writes (positions, src_mask, tokens, width, top_tokens,
+        top_logp): every binding binds them again."""
         for name, array in arrays.items():
             setattr(self, name, array)
         self.host_arrays += 1
