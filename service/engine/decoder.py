@@ -39,8 +39,9 @@ class OrtDecoder:
     reorder, append and grow them there. Nothing but the tokens, the positions and the top-k
     crosses to NumPy, and on the CPU ONNX Runtime's allocator reuses the caches' memory from step to step, where
     NumPy would allocate (and fault in) fresh pages. The host's inputs (tokens, positions, width, source mask) and
-    the top-k outputs are NumPy arrays that OrtValues wrap, bound once and written in place (ONNX Runtime copies them
-    to and from a GPU itself).
+    the top-k outputs are NumPy arrays that OrtValues wrap, bound once and written in place; a GPU session copies a
+    host input when it is bound, so there those written in place are bound again before every step (the top-k it
+    copies back at every run).
     """
 
     def __init__(self, model: ModelSessions):
@@ -149,6 +150,10 @@ class OrtDecoder:
                     if step.bound.get(name) is not array:  # an OrtValue over the array's memory, read or written
                         bind(name, ort.OrtValue.ortvalue_from_numpy(array))
             step.bound, step.host_arrays = {**reads, **writes}, self.host_arrays
+        if t.copies_bound_inputs:
+            for name, array in ((GraphIO.TOKENS, self.tokens), (GraphIO.POSITIONS, self.positions),
+                                (GraphIO.WIDTH, self.width)):
+                step.binding.bind_cpu_input(name, array)
         return step.binding
 
     def _reorder(self, rows: np.ndarray) -> None:

@@ -111,6 +111,9 @@ class ModelSessions:
             log.info("provider auto: ONNX Runtime runs on %s", self.provider)
         self.on_gpu = self.provider == "CUDAExecutionProvider"
         self.device = "cuda" if self.on_gpu else "cpu"  # where the caches stay between steps
+        # a GPU session copies a host array bound as an input to the device when it is bound (onnxruntime's
+        # IOBinding::BindInput), not at each run: what the host writes in place later must be bound again
+        self.copies_bound_inputs = self.on_gpu
         graphs = self.config.graphs[precision]
         self.options = session_options(threads, optimization, spin_threads)
         self.encoder = self._session(graphs["encoder"])

@@ -1,0 +1,70 @@
+"""The eager decoder (service.engine.decoder.OrtDecoder) where ONNX Runtime copies the host's inputs when they are
+bound, as a GPU session does: its translations are those of the CPU's, where a bound input shares the array's
+memory. Without a GPU, a session wrapper copies them as onnxruntime's IOBinding::BindInput does for a GPU node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from core.folder import GraphIO
+from core.search import SearchOptions, search
+from service.engine.decoder import OrtDecoder
+from service.engine.graphed import tokens
+from service.engine.sessions import ModelSessions
+
+HOST_INPUTS = {GraphIO.TOKENS, GraphIO.POSITIONS, GraphIO.SRC_MASK, GraphIO.WIDTH}
+
+
+class CopiedWhenBound:
+    """An IOBinding that binds a copy of each host input, made when it is bound."""
+
+    def __init__(self, binding: ort.IOBinding):
+        self.binding = binding
+
+    def bind_ortvalue_input(self, name: str, value: ort.OrtValue) -> None:
+        if name in HOST_INPUTS:
+            value = ort.OrtValue.ortvalue_from_numpy(value.numpy().copy())
+        self.binding.bind_ortvalue_input(name, value)
+
+    def bind_cpu_input(self, name: str, array: np.ndarray) -> None:
+        self.binding.bind_cpu_input(name, array.copy())
+
+    def bind_ortvalue_output(self, name: str, value: ort.OrtValue) -> None:
+        self.binding.bind_ortvalue_output(name, value)
+
+
+class CopyingSession:
+    """A decoder session whose bindings copy the host's inputs when they are bound, as a GPU session's do."""
+
+    def __init__(self, session: ort.InferenceSession):
+        self.session = session
+
+    def io_binding(self) -> CopiedWhenBound:
+        return CopiedWhenBound(self.session.io_binding())
+
+    def run_with_iobinding(self, binding: CopiedWhenBound, run_options: ort.RunOptions | None = None) -> None:
+        self.session.run_with_iobinding(binding.binding, run_options)
+
+
+def copying_model(folder: Path, copies_bound_inputs: bool) -> ModelSessions:
+    model = ModelSessions(folder, provider="cpu", threads=1)
+    model.decoder, model.copies_bound_inputs = CopyingSession(model.decoder), copies_bound_inputs
+    return model
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_a_decoder_whose_inputs_are_copied_when_bound_translates_as_on_the_cpu(tiny_model_dir: Path, beam_size: int):
+    rng = np.random.default_rng(beam_size)
+    batch = [[*rng.integers(4, 90, rng.integers(3, 20)).tolist(), 2] for _ in range(5)]
+    opts = SearchOptions(beam_size=beam_size, n_best=beam_size, max_length_extra=20)
+    cpu = ModelSessions(tiny_model_dir, provider="cpu", threads=1)
+    expected = tokens(search(OrtDecoder(cpu), batch, opts, cpu.model_config))
+    copying = copying_model(tiny_model_dir, copies_bound_inputs=True)
+    assert tokens(search(OrtDecoder(copying), batch, opts, copying.model_config)) == expected
+    # the wrapper bites: a decoder that binds its inputs once reads the first step's tokens and positions ever after
+    stale = copying_model(tiny_model_dir, copies_bound_inputs=False)
+    assert tokens(search(OrtDecoder(stale), batch, opts, stale.model_config)) != expected
