@@ -67,14 +67,38 @@ def test_check_runs_every_part_on_the_cpu_provider(tiny_model_dir: Path, tmp_pat
         if step["precision"] == "fp32":
             assert step["service_top1_same_as_cpu"] == step["fixed_top1_same_as_cpu"] == 1.0
             assert graphed["top1_same_as_cpu"] == 1.0
-    assert {(g["goal"].split(":")[0].split(" (")[0], g["precision"]) for g in result["goals"]} == {
-        (goal, p) for goal in ("greedy, batch 1", "greedy, best batch", "beam 4, batch 64",
-                               "outputs identical to the CPU's, every run") for p in ("fp32", "fp16")}
-    # on the CPU provider nothing is off it, and nothing is captured
-    assert [v["met"] for v in result["verdicts"][:6]] == [True] * 5 + [False]
-    assert len(result["verdicts"]) == 6 + len(result["goals"])
+    assert {(g["goal"].split(":")[0].split(" (")[0], g["engine"]) for g in result["goals"]} == {
+        (goal, f"ort-cpu-{p}") for goal in ("greedy, batch 1", "greedy, best batch", "beam 4, batch 64",
+                                            "outputs identical to the CPU's, every run") for p in ("fp32", "fp16")}
+    # every part ran; on the CPU provider nothing is off it, and nothing is captured
+    assert result["errors"] == {}
+    assert [v["met"] for v in result["verdicts"][:7]] == [True] * 6 + [False]
+    assert len(result["verdicts"]) == 7 + len(result["goals"])
     assert json.loads((tmp_path / "gpu-check.json").read_text())["goals"] == result["goals"]
     assert "not captured (CPU provider)" in (tmp_path / "gpu-check.md").read_text()
+
+
+def test_check_reports_a_part_that_fails_and_runs_the_others(tiny_model_dir: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch):
+    """A part that raises (as one may on a GPU met for the first time) is in the report with its error, its checks
+    are not met, and the other parts' figures are there."""
+
+    def refused(*args, **kwargs):
+        raise RuntimeError("no kernel for this node")
+
+    monkeypatch.setattr(gpu_check, "session_placement", refused)
+    argv = ["--check", "--model-dir", str(tiny_model_dir), "--sentences", "4", "--threads", "1", "--max-rows", "1",
+            "--max-slots", "8", "--out", str(tmp_path)]
+    result = gpu_check.check(parse_args(argv), argv, gpu_check.CPU)
+    assert list(result["errors"]) == ["2, 3: sessions and buckets"]
+    assert "RuntimeError: no kernel for this node" in result["errors"]["2, 3: sessions and buckets"]
+    assert "steps" not in result and result["contract"] and result["goals"]
+    met = {v["check"]: v["met"] for v in result["verdicts"]}
+    assert not met["every part of the check ran to its end"]
+    assert not met["the service's sessions: no node off the GPU, no copies"]
+    assert met["every node of every graph has a CUDA kernel, as exported and optimized"]
+    report = (tmp_path / "gpu-check.md").read_text()
+    assert "## Part 2, 3: sessions and buckets: failed" in report and "## 4. Goals" in report
 
 
 def test_buckets_span_the_engines_rows_and_cache_slots():

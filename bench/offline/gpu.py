@@ -48,11 +48,12 @@ Run = tuple[list[list[int]], float, int, float]
 Engine = Callable[[list[list[int]], SearchOptions, int], Run]
 
 
-def ort_engine(folder: Path, precision: str, provider: str, threads: int) -> tuple[Engine, str]:
+def ort_engine(folder: Path, precision: str, provider: str, threads: int,
+               cuda_graphs: bool = False) -> tuple[Engine, str]:
     """A Translator as an Engine, and the provider it really runs on."""
     from service.translator import Translator
 
-    translator = Translator(folder, precision=precision, provider=provider, threads=threads)
+    translator = Translator(folder, precision=precision, provider=provider, threads=threads, cuda_graphs=cuda_graphs)
 
     def run(sources: list[list[int]], opts: SearchOptions, batch_size: int) -> Run:
         outputs, steps, step_seconds, started = [], 0, 0.0, time.perf_counter()

@@ -31,6 +31,8 @@ import json
 import statistics
 import tempfile
 import time
+import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -89,7 +91,9 @@ def main(args: argparse.Namespace, argv: list[str] | None) -> dict:
 
 
 def check(args: argparse.Namespace, argv: list[str] | None, provider: str) -> dict:
-    """Parts 1 to 4 of the module's docstring on `provider` (the tests run it on the CPU provider), written out."""
+    """Parts 1 to 4 of the module's docstring on `provider` (the tests run it on the CPU provider), written out.
+    The parts that need the device come first; a part that raises is reported with its error and the others still
+    run; the report is written again after each part, so a run cut short keeps what it measured."""
     started = time.perf_counter()
     device = "cuda" if provider == CUDA else "cpu"
     with tempfile.TemporaryDirectory(prefix="bench-gpu-check-") as scratch:
@@ -104,22 +108,40 @@ def check(args: argparse.Namespace, argv: list[str] | None, provider: str) -> di
         result = {
             "command": command_line("bench.offline.gpu", argv), "environment": gpu_environment(), "device": device,
             "settings": settings_of(args), "kernel_table": table.source, "buckets": [asdict(b) for b in grid],
-            "contract": contract(graphs, cfg, grid, table),
+            "errors": {},
         }
-        stores = {p: graph_store(folder, p, provider, args.threads) for p in PRECISIONS}
-        sessions, steps = session_placement(graphs, stores, cfg, grid, provider, args.threads, Path(scratch))
-        result |= {"sessions": sessions, "steps": steps}
-        texts, _ = load_test_set()
-        tokenizer = load_tokenizer(folder, config.tokenizer, cfg.case_tags)
-        sources = sorted(source_ids(tokenizer, cfg, texts[: args.sentences]), key=len)
-        runs = goal_runs(folder, device, args.threads, sources)
-        result |= {"sentences": len(sources), "runs": runs, "goals": goals(runs, device)}
-    result |= {"verdicts": verdicts(result), "seconds": time.perf_counter() - started}
+
+        def placement_and_buckets() -> dict:
+            stores = {p: graph_store(folder, p, provider, args.threads) for p in PRECISIONS}
+            sessions, steps = session_placement(graphs, stores, cfg, grid, provider, args.threads, Path(scratch))
+            return {"sessions": sessions, "steps": steps}
+
+        def translations() -> dict:
+            texts, _ = load_test_set()
+            tokenizer = load_tokenizer(folder, config.tokenizer, cfg.case_tags)
+            sources = sorted(source_ids(tokenizer, cfg, texts[: args.sentences]), key=len)
+            runs = goal_runs(folder, device, args.threads, sources, result["errors"])
+            return {"sentences": len(sources), "runs": runs, "goals": goals(runs)}
+
+        for name, compute in [("2, 3: sessions and buckets", placement_and_buckets), ("4: goals", translations),
+                              ("1: contract", lambda: {"contract": contract(graphs, cfg, grid, table)})]:
+            run_part(result, name, compute, args.out, started)
     for verdict in result["verdicts"]:
         print(f"{'met' if verdict['met'] else 'NOT MET'}: {verdict['check']}")
-    for path in write_results(args.out, "gpu-check", result, markdown(result)):
-        print(path)
     return result
+
+
+def run_part(result: dict, name: str, compute: Callable[[], dict], out: Path, started: float) -> None:
+    """One part of the check into result (its figures, or its error), then the report written with what is in."""
+    print(f"{time.perf_counter() - started:5.0f} s: part {name}", flush=True)
+    try:
+        result |= compute()
+    except Exception:  # noqa: BLE001 - a part that fails on a machine met for the first time is reported, not fatal
+        result["errors"][name] = traceback.format_exc()
+        print(result["errors"][name], flush=True)
+    result |= {"verdicts": verdicts(result), "seconds": time.perf_counter() - started}
+    for path in write_results(out, "gpu-check", result, markdown(result)):
+        print(path, flush=True)
 
 
 def engine_max_rows(settings: Settings) -> int:
@@ -267,9 +289,11 @@ def session_placement(graphs: dict[str, dict[str, Path]], stores: dict[str, Buck
                     None, feeds[part])[:3]),
             })
         for bucket in grid:
+            started = time.perf_counter()
             steps.append({"precision": precision, **asdict(bucket), **bucket_step(
                 bucket, graphs[precision]["decoder"], service, reference["decoder"], stores[precision], cfg, provider,
                 device, threads, scratch, rng)})
+            print(f"    {precision} {bucket}: {time.perf_counter() - started:.1f} s", flush=True)
     return sessions, steps
 
 
@@ -420,31 +444,41 @@ def max_abs_diff(ours: list[np.ndarray], cpu: list[np.ndarray]) -> float:
 # --- 4. the goals -------------------------------------------------------------------------------------------------
 
 
-def goal_runs(folder: Path, device: str, threads: int, sources: list[list[int]]) -> list[dict]:
-    """Every GOAL_RUNS run of the device's fp32 and fp16 translators (one untimed batch first), with the share of
-    outputs identical to the CPU provider's fp32 translations of the same batches."""
+def goal_runs(folder: Path, device: str, threads: int, sources: list[list[int]], errors: dict[str, str]) -> list[dict]:
+    """Every GOAL_RUNS run of the device's fp32 and fp16 translators, eager and, on the GPU, with TRANSLATOR_CUDA_GRAPHS
+    (one untimed batch first), with the share of outputs identical to the CPU provider's fp32 translations of the
+    same batches. A translator that fails is left out, its error in `errors`."""
     reference = ort_engine(folder, "fp32", "cpu", threads)[0]
-    engines = {f"ort-{device}-{p}": ort_engine(folder, p, device, threads)[0] for p in PRECISIONS}
+    expected = {(beam, batch_size): reference(sources, SearchOptions(beam_size=beam), batch_size)[0]
+                for beam, batch_size in GOAL_RUNS}
+    translators = {f"ort-{device}-{p}": (p, False) for p in PRECISIONS}
+    if device == "cuda":
+        translators |= {f"ort-cuda-{p}-graphs": (p, True) for p in PRECISIONS}
     runs = []
-    for beam, batch_size in GOAL_RUNS:
-        opts = SearchOptions(beam_size=beam)
-        expected = reference(sources, opts, batch_size)[0]
-        for name, engine in engines.items():
-            engine(sources[:batch_size], opts, batch_size)
-            outputs, seconds, steps, step_seconds = engine(sources, opts, batch_size)
-            runs.append({
-                "engine": name, "beam": beam, "batch_size": batch_size, "sentences_per_s": len(sources) / seconds,
-                "ms_per_step": 1000 * step_seconds / steps,
-                "same_as_cpu": sum(a == b for a, b in zip(outputs, expected)) / len(expected),
-            })
+    for name, (precision, cuda_graphs) in translators.items():
+        try:
+            engine, mine = ort_engine(folder, precision, device, threads, cuda_graphs)[0], []
+            for (beam, batch_size), wanted in expected.items():
+                opts = SearchOptions(beam_size=beam)
+                engine(sources[:batch_size], opts, batch_size)
+                outputs, seconds, steps, step_seconds = engine(sources, opts, batch_size)
+                mine.append({
+                    "engine": name, "beam": beam, "batch_size": batch_size, "sentences_per_s": len(sources) / seconds,
+                    "ms_per_step": 1000 * step_seconds / steps,
+                    "same_as_cpu": sum(a == b for a, b in zip(outputs, wanted)) / len(wanted),
+                })
+            runs += mine
+        except Exception:  # noqa: BLE001 - as run_part: the other translators still run
+            errors[f"4: {name}"] = traceback.format_exc()
+            print(errors[f"4: {name}"], flush=True)
     return runs
 
 
-def goals(runs: list[dict], device: str) -> list[dict]:
-    """Issue 11's goals, each measured for the fp32 and the fp16 translator."""
+def goals(runs: list[dict]) -> list[dict]:
+    """Issue 11's goals, each measured for every translator of the runs."""
     found = []
-    for precision in PRECISIONS:
-        mine = [r for r in runs if r["engine"] == f"ort-{device}-{precision}"]
+    for engine in dict.fromkeys(r["engine"] for r in runs):
+        mine = [r for r in runs if r["engine"] == engine]
         greedy = [r for r in mine if r["beam"] == 1]
         best = max(greedy, key=lambda r: r["sentences_per_s"])
         measured = [
@@ -454,7 +488,7 @@ def goals(runs: list[dict], device: str) -> list[dict]:
              next(r for r in mine if (r["beam"], r["batch_size"]) == (4, 64))["sentences_per_s"]),
             ("outputs identical to the CPU's, every run", 0.99, min(r["same_as_cpu"] for r in mine)),
         ]
-        found += [{"goal": goal, "want": want, "precision": precision, "measured": value, "met": value >= want}
+        found += [{"goal": goal, "want": want, "engine": engine, "measured": value, "met": value >= want}
                   for goal, want, value in measured]
     return found
 
@@ -463,30 +497,33 @@ def goals(runs: list[dict], device: str) -> list[dict]:
 
 
 def verdicts(result: dict) -> list[dict]:
-    """Each check of parts 1 to 4, met or not."""
-    contract_, sessions, steps = result["contract"], result["sessions"], result["steps"]
-    fixed = [s[part] for s in steps for part in ("fixed_step", "fixed_reorder")]
+    """Each check of parts 1 to 4, met or not: not met where its part has not run (an error, a run cut short)."""
+    contract_, sessions, steps = (result.get(key) for key in ("contract", "sessions", "steps"))
+    fixed = [s[part] for s in steps or [] for part in ("fixed_step", "fixed_reorder")]
     checks = [
+        ("every part of the check ran to its end",
+         not result["errors"] and all(key in result for key in ("contract", "sessions", "goals"))),
         ("every node of every graph has a CUDA kernel, as exported and optimized",
-         all(not c["missing"] and not c["missing_optimized"] for c in contract_)),
-        ("no shape is computed at run time at any bucket's shapes", all(not c["shape_nodes"] for c in contract_)),
+         contract_ is not None and all(not c["missing"] and not c["missing_optimized"] for c in contract_)),
+        ("no shape is computed at run time at any bucket's shapes",
+         contract_ is not None and all(not c["shape_nodes"] for c in contract_)),
         ("the service's sessions: no node off the GPU, no copies",
-         all(not s["off_provider"] and not s["copies"] for s in sessions)),
+         sessions is not None and all(not s["off_provider"] and not s["copies"] for s in sessions)),
         ("every bucket's step and reorder with fixed shapes: no node off the GPU, no copies",
-         all(not f["off_provider"] and not f["copies"] for f in fixed)),
+         steps is not None and all(not f["off_provider"] and not f["copies"] for f in fixed)),
         ("every bucket's fp32 step: the CPU's best token in >= 99 % of rows",
-         all(s[f"{kind}_top1_same_as_cpu"] >= 0.99 for s in steps if s["precision"] == "fp32"
-             for kind in ("service", "fixed"))),
+         steps is not None and all(s[f"{kind}_top1_same_as_cpu"] >= 0.99 for s in steps if s["precision"] == "fp32"
+                                   for kind in ("service", "fixed"))),
         ("CUDA graphs: every bucket's step captured, its top-1 the eager step's in >= 99 % of rows",
-         all(s["captured_vs_eager"] and s["captured_vs_eager"]["captured"]
-             and s["captured_vs_eager"]["top1_same_as_eager"] >= 0.99 for s in steps)),
+         steps is not None and all(s["captured_vs_eager"] and s["captured_vs_eager"]["captured"]
+                                   and s["captured_vs_eager"]["top1_same_as_eager"] >= 0.99 for s in steps)),
     ]
-    checks += [(f"{g['precision']} {g['goal']} >= {g['want']:,}", g["met"]) for g in result["goals"]]
+    checks += [(f"{g['engine']} {g['goal']} >= {g['want']:,}", g["met"]) for g in result.get("goals", [])]
     return [{"check": check, "met": met} for check, met in checks]
 
 
 def markdown(result: dict) -> str:
-    """gpu-check.md: the four parts as tables."""
+    """gpu-check.md: the verdicts, each part that ran as tables, and the errors of those that did not."""
     env = result["environment"]
     lines = [
         "# GPU check (bench.offline.gpu --check)\n",
@@ -494,37 +531,49 @@ def markdown(result: dict) -> str:
         f"Device: {result['device']} ({env.get('gpu') or env['cpu']}); {result['seconds']:.0f} s in all. Kernel table: "
         f"{result['kernel_table']['url']}.\n",
         markdown_table(["check", "met"], [[v["check"], "yes" if v["met"] else "NO"] for v in result["verdicts"]]),
-        "## 1. The contract, from the graphs\n",
-        markdown_table(["graph", "nodes", "without a CUDA kernel, as exported", "after ONNX Runtime's optimizations",
-                        "shape computations at the buckets", "shapes that follow input values"],
-                       [[c["graph"], c["nodes"], listed(c["missing"]), listed(c["missing_optimized"]),
-                         listed(c["shape_nodes"]), listed(c["value_shaped"])] for c in result["contract"]]),
-        "## 2. The service's sessions (symbolic shapes): where each node ran\n",
-        markdown_table(["graph", "nodes run", "off the GPU", "copies", "max abs diff vs the CPU's fp32"],
-                       [[s["graph"], s["nodes"], listed(s["off_provider"]), listed(s["copies"]),
-                         "—" if s["max_abs_diff_vs_cpu"] is None else f"{s['max_abs_diff_vs_cpu']:.2g}"]
-                        for s in result["sessions"]]),
-        "## 3. Buckets: the step and the beam reorder with fixed shapes, beside the service's sessions\n",
-        markdown_table(["precision", "rows", "slots", "source", "fixed: step off the GPU / copies",
-                        "fixed: reorder off the GPU / copies", "ms per step: service / fixed",
-                        "ms per reorder: service / fixed", "top-1 same as CPU: service / fixed",
-                        "max abs diff of top-1 log-prob: service / fixed", "captured vs eager"],
-                       [[s["precision"], s["rows"], s["slots"], s["source"],
-                         f"{len(s['fixed_step']['off_provider'])} / {len(s['fixed_step']['copies'])}",
-                         f"{len(s['fixed_reorder']['off_provider'])} / {len(s['fixed_reorder']['copies'])}",
-                         f"{s['service_ms_per_step']:.3f} / {s['fixed_ms_per_step']:.3f}",
-                         f"{s['service_ms_per_reorder']:.3f} / {s['fixed_ms_per_reorder']:.3f}",
-                         f"{100 * s['service_top1_same_as_cpu']:.1f} / {100 * s['fixed_top1_same_as_cpu']:.1f} %",
-                         f"{s['service_top1_max_abs_diff']:.2g} / {s['fixed_top1_max_abs_diff']:.2g}",
-                         captured_cell(s)] for s in result["steps"]]),
-        f"## 4. Goals ({result['sentences']} test sentences)\n",
-        markdown_table(["goal", "want", "precision", "measured", "met"],
-                       [[g["goal"], f"≥ {g['want']:,}", g["precision"], f"{g['measured']:,.2f}",
-                         "yes" if g["met"] else "NO"] for g in result["goals"]]),
-        markdown_table(["engine", "beam", "batch", "sentences/s", "ms per step", "same output as the CPU"],
-                       [[r["engine"], r["beam"], r["batch_size"], r["sentences_per_s"], f"{r['ms_per_step']:.2f}",
-                         f"{100 * r['same_as_cpu']:.1f} %"] for r in result["runs"]]),
     ]
+    if "contract" in result:
+        lines += [
+            "## 1. The contract, from the graphs\n",
+            markdown_table(["graph", "nodes", "without a CUDA kernel, as exported",
+                            "after ONNX Runtime's optimizations", "shape computations at the buckets",
+                            "shapes that follow input values"],
+                           [[c["graph"], c["nodes"], listed(c["missing"]), listed(c["missing_optimized"]),
+                             listed(c["shape_nodes"]), listed(c["value_shaped"])] for c in result["contract"]]),
+        ]
+    if "sessions" in result:
+        lines += [
+            "## 2. The service's sessions (symbolic shapes): where each node ran\n",
+            markdown_table(["graph", "nodes run", "off the GPU", "copies", "max abs diff vs the CPU's fp32"],
+                           [[s["graph"], s["nodes"], listed(s["off_provider"]), listed(s["copies"]),
+                             "—" if s["max_abs_diff_vs_cpu"] is None else f"{s['max_abs_diff_vs_cpu']:.2g}"]
+                            for s in result["sessions"]]),
+            "## 3. Buckets: the step and the beam reorder with fixed shapes, beside the service's sessions\n",
+            markdown_table(["precision", "rows", "slots", "source", "fixed: step off the GPU / copies",
+                            "fixed: reorder off the GPU / copies", "ms per step: service / fixed",
+                            "ms per reorder: service / fixed", "top-1 same as CPU: service / fixed",
+                            "max abs diff of top-1 log-prob: service / fixed", "captured vs eager"],
+                           [[s["precision"], s["rows"], s["slots"], s["source"],
+                             f"{len(s['fixed_step']['off_provider'])} / {len(s['fixed_step']['copies'])}",
+                             f"{len(s['fixed_reorder']['off_provider'])} / {len(s['fixed_reorder']['copies'])}",
+                             f"{s['service_ms_per_step']:.3f} / {s['fixed_ms_per_step']:.3f}",
+                             f"{s['service_ms_per_reorder']:.3f} / {s['fixed_ms_per_reorder']:.3f}",
+                             f"{100 * s['service_top1_same_as_cpu']:.1f} / {100 * s['fixed_top1_same_as_cpu']:.1f} %",
+                             f"{s['service_top1_max_abs_diff']:.2g} / {s['fixed_top1_max_abs_diff']:.2g}",
+                             captured_cell(s)] for s in result["steps"]]),
+        ]
+    if "goals" in result:
+        lines += [
+            f"## 4. Goals ({result['sentences']} test sentences)\n",
+            markdown_table(["goal", "want", "engine", "measured", "met"],
+                           [[g["goal"], f"≥ {g['want']:,}", g["engine"], f"{g['measured']:,.2f}",
+                             "yes" if g["met"] else "NO"] for g in result["goals"]]),
+            markdown_table(["engine", "beam", "batch", "sentences/s", "ms per step", "same output as the CPU"],
+                           [[r["engine"], r["beam"], r["batch_size"], r["sentences_per_s"], f"{r['ms_per_step']:.2f}",
+                             f"{100 * r['same_as_cpu']:.1f} %"] for r in result["runs"]]),
+        ]
+    for part, error in result["errors"].items():
+        lines += [f"## Part {part}: failed\n", f"```\n{error}```\n"]
     return "\n".join(lines)
 
 
