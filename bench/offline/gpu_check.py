@@ -445,9 +445,11 @@ def max_abs_diff(ours: list[np.ndarray], cpu: list[np.ndarray]) -> float:
 
 
 def goal_runs(folder: Path, device: str, threads: int, sources: list[list[int]], errors: dict[str, str]) -> list[dict]:
-    """Every GOAL_RUNS run of the device's fp32 and fp16 translators, eager and, on the GPU, with TRANSLATOR_CUDA_GRAPHS
-    (one untimed batch first), with the share of outputs identical to the CPU provider's fp32 translations of the
-    same batches. A translator that fails is left out, its error in `errors`."""
+    """Every GOAL_RUNS run of the device's fp32 and fp16 translators, eager and, on the GPU, with
+    TRANSLATOR_CUDA_GRAPHS, with the share of outputs identical to the CPU provider's fp32 translations of the same
+    batches. Each run goes twice through the sentences: the first pass meets every shape for the first time (CUDA
+    graphs are captured then), the second is the steady state a running server sees, and the figures the goals
+    read. A translator that fails is left out, its error in `errors`."""
     reference = ort_engine(folder, "fp32", "cpu", threads)[0]
     expected = {(beam, batch_size): reference(sources, SearchOptions(beam_size=beam), batch_size)[0]
                 for beam, batch_size in GOAL_RUNS}
@@ -460,10 +462,11 @@ def goal_runs(folder: Path, device: str, threads: int, sources: list[list[int]],
             engine, mine = ort_engine(folder, precision, device, threads, cuda_graphs)[0], []
             for (beam, batch_size), wanted in expected.items():
                 opts = SearchOptions(beam_size=beam)
-                engine(sources[:batch_size], opts, batch_size)
+                first_seconds = engine(sources, opts, batch_size)[1]
                 outputs, seconds, steps, step_seconds = engine(sources, opts, batch_size)
                 mine.append({
                     "engine": name, "beam": beam, "batch_size": batch_size, "sentences_per_s": len(sources) / seconds,
+                    "first_pass_sentences_per_s": len(sources) / first_seconds,
                     "ms_per_step": 1000 * step_seconds / steps,
                     "same_as_cpu": sum(a == b for a, b in zip(outputs, wanted)) / len(wanted),
                 })
@@ -568,8 +571,10 @@ def markdown(result: dict) -> str:
             markdown_table(["goal", "want", "engine", "measured", "met"],
                            [[g["goal"], f"≥ {g['want']:,}", g["engine"], f"{g['measured']:,.2f}",
                              "yes" if g["met"] else "NO"] for g in result["goals"]]),
-            markdown_table(["engine", "beam", "batch", "sentences/s", "ms per step", "same output as the CPU"],
-                           [[r["engine"], r["beam"], r["batch_size"], r["sentences_per_s"], f"{r['ms_per_step']:.2f}",
+            markdown_table(["engine", "beam", "batch", "sentences/s", "first pass: sentences/s", "ms per step",
+                            "same output as the CPU"],
+                           [[r["engine"], r["beam"], r["batch_size"], r["sentences_per_s"],
+                             r["first_pass_sentences_per_s"], f"{r['ms_per_step']:.2f}",
                              f"{100 * r['same_as_cpu']:.1f} %"] for r in result["runs"]]),
         ]
     for part, error in result["errors"].items():
