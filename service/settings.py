@@ -61,8 +61,8 @@ class Settings(BaseSettings):
     cuda_graphs: bool = Field(
         False, description="on the CUDA provider, run the decoder step in buckets of fixed shapes, each captured in a "
         "CUDA graph and replayed (service/engine/graphed.py); elsewhere, or where ONNX Runtime refuses the capture, "
-        "the reason is logged and the usual decoder runs. Off: on one H200 it was 1.32× as fast at batch 1 and "
-        "slower from batch 256 (README, Benchmarks)"
+        "the reason is logged and the usual decoder runs; a running batch of more than 64 rows steps eagerly. Off: "
+        "on one H200 the buckets were 1.32× as fast at batch 1 and slower from 256 rows (README, Benchmarks)"
     )
     max_batch_sentences: int = Field(
         64, ge=1, description="sentences in the running batch at once (beams count once); the first sentence of a "

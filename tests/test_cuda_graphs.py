@@ -13,7 +13,15 @@ import pytest
 from core.search import Hypothesis, RunningBatch, SearchOptions, search
 from service.engine import graphed
 from service.engine.decoder import OrtDecoder
-from service.engine.graphed import FIRST_SLOTS, BucketedDecoder, BucketStore, Shape, bucket_size, tokens
+from service.engine.graphed import (
+    FIRST_SLOTS,
+    BucketedDecoder,
+    BucketStore,
+    Shape,
+    SwitchingDecoder,
+    bucket_size,
+    tokens,
+)
 from service.engine.sessions import ModelSessions
 
 
@@ -83,6 +91,35 @@ def test_joins_and_removals_mid_batch_are_the_eager_decoders(model: ModelSession
     assert_same([finished[0][key] for key in finished[1]], list(finished[1].values()))
     assert set(finished[0]) == {"a", "b", "c", "d", "e", "f"}
     assert len({shape.source for shape in store.buckets}) > 1
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_a_batch_that_crosses_the_bound_of_captured_rows_translates_as_the_eager_decoder(model: ModelSessions,
+                                                                                        beam_size: int):
+    """SwitchingDecoder with a bound of 4 sentences' rows: 9 sentences start eagerly, move into buckets once 2 or
+    fewer are left, and 6 that join then move them back: every hypothesis and score as the eager decoder's."""
+    store = BucketStore(model, model.decoder, capture=False)
+    switching = SwitchingDecoder(model, store, most_rows=4 * beam_size)
+    batches = [RunningBatch(switching, model.model_config), RunningBatch(OrtDecoder(model), model.model_config)]
+    opts = SearchOptions(beam_size=beam_size, n_best=beam_size, max_length_extra=30)
+    first, later = sources(9, seed=beam_size), sources(6, seed=10 + beam_size)
+    finished: list[dict] = [{}, {}]
+    moves = []
+    for batch, done in zip(batches, finished):
+        batch.add(first, [opts] * len(first), list(range(9)))
+        joined = False
+        for _ in range(300):
+            if not joined and len(batch) <= 1:
+                batch.add(later, [opts] * len(later), list(range(9, 15)))
+                joined = True
+            done |= {s.key: s.result() for s in batch.step()}
+            if batch.decoder is switching and (not moves or moves[-1] is not switching.active):
+                moves.append(switching.active)
+            if not len(batch):
+                break
+    assert sorted(finished[0]) == sorted(finished[1]) == list(range(15))
+    assert_same([finished[0][key] for key in sorted(finished[0])], [finished[1][key] for key in sorted(finished[1])])
+    assert moves[:3] == [switching.eager, switching.bucketed, switching.eager]
 
 
 def test_buckets_are_kept_from_batch_to_batch(model: ModelSessions):

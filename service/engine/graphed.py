@@ -19,6 +19,9 @@ Where each write goes, so that no captured address ever changes:
 - a batch that outgrows its bucket or shrinks below it (rows, slots or source) is fitted into the new bucket's first
   sets, one copy (the cache graph fit); sentences that join are fitted in with the running rows, then their caches
   are written into their rows in place (the cache graph put).
+Buckets pay at a few rows, where a step is mostly kernel launches, and not at many (BENCHMARKS.md): a running batch
+of more than CAPTURED_ROWS rows steps eagerly (SwitchingDecoder), and its caches move into a bucket once it has
+shrunk to half as many. This also bounds the buckets' memory.
 On the CPU provider the same buckets, buffers and bindings run, with no capture asked for: the tests check there that
 the translations are those of service.engine.decoder's eager path. One running batch at a time uses a model's store
 (the engine runs one per model).
@@ -35,7 +38,7 @@ import numpy as np
 import onnxruntime as ort
 
 from core.folder import GraphIO
-from core.search import Hypothesis, SearchOptions, search
+from core.search import Hypothesis, SearchOptions, cache_slots, search
 from service.engine.decoder import OrtDecoder, axis2_pads, encode, longest_source, pad_columns, run_graph
 
 if TYPE_CHECKING:
@@ -44,6 +47,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FIRST_SLOTS, FIRST_SOURCE = 32, 16
+# The most rows a running batch steps with in buckets; a larger one steps eagerly (SwitchingDecoder). On one H200
+# (BENCHMARKS.md) the buckets' steady state was 1.22x the eager decoder's speed at 64 rows (greedy, batch 64) and
+# 0.72-0.86x at 256 rows and more.
+CAPTURED_ROWS = 64
 PROBE_RUNS = 3  # ONNX Runtime runs a graph id once eagerly, captures it at the next run, then replays it
 
 
@@ -188,14 +195,14 @@ class BucketedDecoder:
         self.current, self.self_set, self.cross_set = into, 0, 0
         return into
 
-    def _fit(self, values: list[ort.OrtValue], rows: np.ndarray, length: int, into: list[ort.OrtValue]) -> None:
-        """into_i = values_i[rows], grown with zeros or cut to `length` along axis 2: with the same length a plain
-        gather (the select graph)."""
+    def _fit(self, values: list[ort.OrtValue], rows: np.ndarray, length: int,
+             into: list[ort.OrtValue] | None) -> list[ort.OrtValue]:
+        """into_i = values_i[rows], grown with zeros or cut to `length` along axis 2 (new tensors where `into` is
+        None): with the same length a plain gather (the select graph)."""
         t, now = self.model, values[0].shape()[2]
         if now == length:
-            run_graph(t, t.select, "x", values, {"rows": rows}, into=into)
-        else:
-            run_graph(t, t.fit, "x", values, {"rows": rows, "pads": axis2_pads(length - now)}, into=into)
+            return run_graph(t, t.select, "x", values, {"rows": rows}, into=into)
+        return run_graph(t, t.fit, "x", values, {"rows": rows, "pads": axis2_pads(length - now)}, into=into)
 
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
         started = time.perf_counter()
@@ -242,6 +249,68 @@ class BucketedDecoder:
             self.cross_set = other
             mask = self.src_mask[cross_rows]
             self.src_mask = mask[:, : longest_source(mask)]
+
+
+class SwitchingDecoder:
+    """A decoder (core.search.Decoder) that steps a running batch of at most `most_rows` rows in buckets
+    (BucketedDecoder, captured) and a larger one eagerly (OrtDecoder), moving the caches across (one copy) when the
+    batch crosses: to the eager decoder as soon as it holds more rows, back to the buckets once it holds half as many
+    or fewer, so that a batch near the bound does not move at every join and leave."""
+
+    def __init__(self, model: ModelSessions, store: BucketStore, most_rows: int = CAPTURED_ROWS):
+        self.bucketed, self.eager = BucketedDecoder(model, store), OrtDecoder(model)
+        self.active: BucketedDecoder | OrtDecoder = self.bucketed
+        self.most_rows = most_rows
+
+    @property
+    def steps(self) -> int:
+        return self.bucketed.steps + self.eager.steps
+
+    @property
+    def encode_seconds(self) -> float:
+        return self.bucketed.encode_seconds + self.eager.encode_seconds
+
+    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+        self._fit_for(len(self.active.positions) + int(repeat.sum()))
+        self.active.add(src, src_mask, repeat)
+
+    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        self._fit_for(len(tokens))
+        return self.active.step(tokens, width)
+
+    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
+        self.active.select(rows, cross_rows)
+
+    def _fit_for(self, rows: int) -> None:
+        """The decoder for a batch of this many rows, the running rows moved into it."""
+        if self.active is self.bucketed and rows > self.most_rows:
+            self._to_eager()
+        elif self.active is self.eager and rows <= self.most_rows // 2:
+            self._to_buckets()
+
+    def _to_eager(self) -> None:
+        b, e, cfg = self.bucketed, self.eager, self.bucketed.model.model_config
+        if len(b.positions):
+            rows, bucket = np.arange(len(b.positions)), b.current
+            e.cross_kv = b._fit(bucket.cross_sets[b.cross_set], rows, b.src_mask.shape[1], None)
+            e._replace(positions=b.positions.copy(), src_mask=b.src_mask)
+            slots = cache_slots(int(b.positions.max()) + 1, cfg.max_len)
+            e._set_self_kv(b._fit(bucket.self_sets[b.self_set], rows, slots, None))
+        b._empty()
+        self.active = e
+
+    def _to_buckets(self) -> None:
+        b, e = self.bucketed, self.eager
+        if len(e.positions):
+            b.positions, b.src_mask = e.positions.copy(), e.src_mask
+            shape = b._shape()
+            into = b.store.bucket(shape)
+            rows = pad_rows(np.arange(len(e.positions)), shape.rows)
+            b._fit(e.self_kv, rows, shape.slots, into.self_sets[0])
+            b._fit(e.cross_kv, rows, shape.source, into.cross_sets[0])
+            b.current, b.self_set, b.cross_set = into, 0, 0
+        e._empty()
+        self.active = b
 
 
 def pad_rows(rows: np.ndarray, size: int) -> np.ndarray:

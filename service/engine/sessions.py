@@ -21,7 +21,7 @@ from core.folder import FolderConfig, GraphIO
 from core.search import Hypothesis, SearchOptions, search
 from service.engine.cache_graphs import fit_graph, join_graph, put_graph, select_graph
 from service.engine.decoder import OrtDecoder
-from service.engine.graphed import BucketedDecoder, BucketStore, captured_store
+from service.engine.graphed import BucketStore, SwitchingDecoder, captured_store
 from service.engine.memory import trim_malloc
 
 log = logging.getLogger(__name__)
@@ -159,9 +159,9 @@ class ModelSessions:
         """A decoder session whose steps ONNX Runtime's CUDA provider captures, one graph per gpu_graph_id."""
         return self._session(self.config.graphs[self.precision]["decoder"], {"enable_cuda_graph": "1"})
 
-    def new_decoder(self) -> OrtDecoder | BucketedDecoder:
+    def new_decoder(self) -> OrtDecoder | SwitchingDecoder:
         """An empty decoder for a running batch (core.search.RunningBatch)."""
-        return OrtDecoder(self) if self.buckets is None else BucketedDecoder(self, self.buckets)
+        return OrtDecoder(self) if self.buckets is None else SwitchingDecoder(self, self.buckets)
 
     def translate_ids(self, sources: list[list[int]], opts: SearchOptions) -> BatchResult:
         """Translate source ids in one running batch; returns hypotheses and where the time went."""
