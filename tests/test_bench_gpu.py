@@ -70,7 +70,8 @@ def test_check_runs_every_part_on_the_cpu_provider(tiny_model_dir: Path, tmp_pat
     assert {(g["goal"].split(":")[0].split(" (")[0], g["engine"]) for g in result["goals"]} == {
         (goal, f"ort-cpu-{p}") for goal in ("greedy, batch 1", "greedy, best batch", "beam 4, batch 64",
                                             "outputs identical to the CPU's, every run") for p in ("fp32", "fp16")}
-    assert all(r["sentences_per_s"] > 0 and r["first_pass_sentences_per_s"] > 0 for r in result["runs"])
+    assert all(r["sentences_per_s"] > 0 and r["first_pass_sentences_per_s"] > 0 and r["steps"] > 0
+               and r["ms_outside_steps_per_sentence"] > 0 for r in result["runs"])
     # every part ran; on the CPU provider nothing is off it, and nothing is captured
     assert result["errors"] == {}
     assert [v["met"] for v in result["verdicts"][:7]] == [True] * 6 + [False]
