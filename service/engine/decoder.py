@@ -22,6 +22,17 @@ if TYPE_CHECKING:
 
 
 @dataclass
+class RunningRows:
+    """A running batch's rows as one decoder hands them to another: their caches, exactly the rows' (their self-
+    attention slots at least every position), each row's next position, and the source mask."""
+
+    self_kv: list[ort.OrtValue]
+    cross_kv: list[ort.OrtValue]
+    positions: np.ndarray
+    src_mask: np.ndarray
+
+
+@dataclass
 class StepBinding:
     """A decoder step's binding of one set of caches, and the host arrays it binds as they were last bound."""
 
@@ -63,6 +74,18 @@ class OrtDecoder:
             top_logp=np.zeros((0, 0), dtype=np.float32),
         )
         self._set_self_kv([])
+
+    def hand_over(self) -> RunningRows:
+        """The running rows, for another decoder to go on with; this one is left empty."""
+        rows = RunningRows(self.self_kv, self.cross_kv, self.positions, self.src_mask)
+        self._empty()
+        return rows
+
+    def take_over(self, rows: RunningRows) -> None:
+        """Go on with rows another decoder ran, in place of none."""
+        self.cross_kv = rows.cross_kv
+        self._replace(positions=rows.positions.copy(), src_mask=rows.src_mask)
+        self._set_self_kv(rows.self_kv)
 
     def _set_self_kv(self, values: list[ort.OrtValue]) -> None:
         """New buffers for the self-attention caches; the bindings and the spare buffers of the old ones go.

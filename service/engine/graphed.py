@@ -39,7 +39,15 @@ import onnxruntime as ort
 
 from core.folder import GraphIO
 from core.search import Hypothesis, SearchOptions, cache_slots, search
-from service.engine.decoder import OrtDecoder, axis2_pads, encode, longest_source, pad_columns, run_graph
+from service.engine.decoder import (
+    OrtDecoder,
+    RunningRows,
+    axis2_pads,
+    encode,
+    longest_source,
+    pad_columns,
+    run_graph,
+)
 
 if TYPE_CHECKING:
     from service.engine.sessions import ModelSessions
@@ -232,6 +240,26 @@ class BucketedDecoder:
         self.steps += 1
         return top_tokens[:n].copy(), top_logp[:n].copy()
 
+    def hand_over(self) -> RunningRows:
+        """The running rows, out of their bucket (one copy), for another decoder to go on with; this one is left
+        empty."""
+        rows, bucket = np.arange(len(self.positions)), self.current
+        slots = cache_slots(int(self.positions.max()) + 1, self.model.model_config.max_len)
+        running = RunningRows(self._fit(bucket.self_sets[self.self_set], rows, slots, None),
+                              self._fit(bucket.cross_sets[self.cross_set], rows, self.src_mask.shape[1], None),
+                              self.positions, self.src_mask)
+        self._empty()
+        return running
+
+    def take_over(self, rows: RunningRows) -> None:
+        """Go on with rows another decoder ran, in place of none: fitted into their bucket (one copy)."""
+        self.positions, self.src_mask = rows.positions.copy(), rows.src_mask
+        shape = self._shape()
+        into, padded = self.store.bucket(shape), pad_rows(np.arange(len(self.positions)), shape.rows)
+        self._fit(rows.self_kv, padded, shape.slots, into.self_sets[0])
+        self._fit(rows.cross_kv, padded, shape.source, into.cross_sets[0])
+        self.current, self.self_set, self.cross_set = into, 0, 0
+
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
         if not len(rows):
             self._empty()
@@ -282,35 +310,16 @@ class SwitchingDecoder:
         self.active.select(rows, cross_rows)
 
     def _fit_for(self, rows: int) -> None:
-        """The decoder for a batch of this many rows, the running rows moved into it."""
+        """The decoder for a batch of this many rows, the running rows handed over to it."""
         if self.active is self.bucketed and rows > self.most_rows:
-            self._to_eager()
+            self._switch_to(self.eager)
         elif self.active is self.eager and rows <= self.most_rows // 2:
-            self._to_buckets()
+            self._switch_to(self.bucketed)
 
-    def _to_eager(self) -> None:
-        b, e, cfg = self.bucketed, self.eager, self.bucketed.model.model_config
-        if len(b.positions):
-            rows, bucket = np.arange(len(b.positions)), b.current
-            e.cross_kv = b._fit(bucket.cross_sets[b.cross_set], rows, b.src_mask.shape[1], None)
-            e._replace(positions=b.positions.copy(), src_mask=b.src_mask)
-            slots = cache_slots(int(b.positions.max()) + 1, cfg.max_len)
-            e._set_self_kv(b._fit(bucket.self_sets[b.self_set], rows, slots, None))
-        b._empty()
-        self.active = e
-
-    def _to_buckets(self) -> None:
-        b, e = self.bucketed, self.eager
-        if len(e.positions):
-            b.positions, b.src_mask = e.positions.copy(), e.src_mask
-            shape = b._shape()
-            into = b.store.bucket(shape)
-            rows = pad_rows(np.arange(len(e.positions)), shape.rows)
-            b._fit(e.self_kv, rows, shape.slots, into.self_sets[0])
-            b._fit(e.cross_kv, rows, shape.source, into.cross_sets[0])
-            b.current, b.self_set, b.cross_set = into, 0, 0
-        e._empty()
-        self.active = b
+    def _switch_to(self, other: BucketedDecoder | OrtDecoder) -> None:
+        if len(self.active.positions):
+            other.take_over(self.active.hand_over())
+        self.active = other
 
 
 def pad_rows(rows: np.ndarray, size: int) -> np.ndarray:
