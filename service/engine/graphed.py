@@ -193,13 +193,21 @@ class BucketedDecoder:
 
     def _move(self, shape: Shape, running: int) -> Bucket:
         """The bucket of this shape, the first `running` rows of the current one fitted into its first sets."""
-        if self.current is not None and self.current.shape == shape:
-            return self.current
+        current = self.current
+        if current is None:
+            return self._fill(shape, [], [], 0)
+        if current.shape == shape:
+            return current
+        return self._fill(shape, current.self_sets[self.self_set], current.cross_sets[self.cross_set], running)
+
+    def _fill(self, shape: Shape, self_kv: list[ort.OrtValue], cross_kv: list[ort.OrtValue], running: int) -> Bucket:
+        """The bucket of this shape made the current one, the first `running` rows of these caches fitted into its
+        first sets (one copy)."""
         into = self.store.bucket(shape)
-        if self.current is not None and running:
+        if running:
             rows = pad_rows(np.arange(running), shape.rows)
-            self._fit(self.current.self_sets[self.self_set], rows, shape.slots, into.self_sets[0])
-            self._fit(self.current.cross_sets[self.cross_set], rows, shape.source, into.cross_sets[0])
+            self._fit(self_kv, rows, shape.slots, into.self_sets[0])
+            self._fit(cross_kv, rows, shape.source, into.cross_sets[0])
         self.current, self.self_set, self.cross_set = into, 0, 0
         return into
 
@@ -254,11 +262,7 @@ class BucketedDecoder:
     def take_over(self, rows: RunningRows) -> None:
         """Go on with rows another decoder ran, in place of none: fitted into their bucket (one copy)."""
         self.positions, self.src_mask = rows.positions.copy(), rows.src_mask
-        shape = self._shape()
-        into, padded = self.store.bucket(shape), pad_rows(np.arange(len(self.positions)), shape.rows)
-        self._fit(rows.self_kv, padded, shape.slots, into.self_sets[0])
-        self._fit(rows.cross_kv, padded, shape.source, into.cross_sets[0])
-        self.current, self.self_set, self.cross_set = into, 0, 0
+        self._fill(self._shape(), rows.self_kv, rows.cross_kv, len(self.positions))
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
         if not len(rows):
