@@ -35,6 +35,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import onnx
@@ -57,6 +58,7 @@ from service.engine.sessions import CPU_UNFUSED, ModelSessions, running_provider
 from service.settings import Settings
 
 CUDA, CPU = "CUDAExecutionProvider", "CPUExecutionProvider"
+T = TypeVar("T")
 KERNEL_TABLE = REPO / "tests" / "data" / "ort-1.31-cuda-kernels.json"
 PRECISIONS = ["fp32", "fp16"]
 COPIES = {"MemcpyToHost", "MemcpyFromHost"}
@@ -134,14 +136,21 @@ def check(args: argparse.Namespace, argv: list[str] | None, provider: str) -> di
 def run_part(result: dict, name: str, compute: Callable[[], dict], out: Path, started: float) -> None:
     """One part of the check into result (its figures, or its error), then the report written with what is in."""
     print(f"{time.perf_counter() - started:5.0f} s: part {name}", flush=True)
-    try:
-        result |= compute()
-    except Exception:  # noqa: BLE001 - a part that fails on a machine met for the first time is reported, not fatal
-        result["errors"][name] = traceback.format_exc()
-        print(result["errors"][name], flush=True)
+    result |= attempt(result["errors"], name, compute) or {}
     result |= {"verdicts": verdicts(result), "seconds": time.perf_counter() - started}
     for path in write_results(out, "gpu-check", result, markdown(result)):
         print(path, flush=True)
+
+
+def attempt(errors: dict[str, str], name: str, compute: Callable[..., T], *args: object) -> T | None:
+    """compute(*args), or None with its traceback in errors[name] (and printed): what fails on a machine met for the
+    first time is reported, and the rest of the check still runs."""
+    try:
+        return compute(*args)
+    except Exception:  # noqa: BLE001 - any failure, reported
+        errors[name] = traceback.format_exc()
+        print(errors[name], flush=True)
+        return None
 
 
 def engine_max_rows(settings: Settings) -> int:
@@ -457,24 +466,29 @@ def goal_runs(folder: Path, device: str, threads: int, sources: list[list[int]],
     if device == "cuda":
         translators |= {f"ort-cuda-{p}-graphs": (p, True) for p in PRECISIONS}
     runs = []
-    for name, (precision, cuda_graphs) in translators.items():
-        try:
-            engine, mine = ort_engine(folder, precision, device, threads, cuda_graphs)[0], []
-            for (beam, batch_size), wanted in expected.items():
-                opts = SearchOptions(beam_size=beam)
-                first_seconds = engine(sources, opts, batch_size)[1]
-                outputs, seconds, steps, step_seconds = engine(sources, opts, batch_size)
-                mine.append({
-                    "engine": name, "beam": beam, "batch_size": batch_size, "sentences_per_s": len(sources) / seconds,
-                    "first_pass_sentences_per_s": len(sources) / first_seconds,
-                    "ms_per_step": 1000 * step_seconds / steps, "steps": steps,
-                    "ms_outside_steps_per_sentence": 1000 * (seconds - step_seconds) / len(sources),
-                    "same_as_cpu": sum(a == b for a, b in zip(outputs, wanted)) / len(wanted),
-                })
-            runs += mine
-        except Exception:  # noqa: BLE001 - as run_part: the other translators still run
-            errors[f"4: {name}"] = traceback.format_exc()
-            print(errors[f"4: {name}"], flush=True)
+    for name, translator in translators.items():
+        runs += attempt(errors, f"4: {name}", translator_runs, name, translator, folder, device, threads, sources,
+                        expected) or []
+    return runs
+
+
+def translator_runs(name: str, translator: tuple[str, bool], folder: Path, device: str, threads: int,
+                    sources: list[list[int]], expected: dict[tuple[int, int], list[list[int]]]) -> list[dict]:
+    """The goal runs of one translator (its precision, and whether with CUDA graphs): two passes over the sentences
+    each (goal_runs), against the expected outputs."""
+    precision, cuda_graphs = translator
+    engine, runs = ort_engine(folder, precision, device, threads, cuda_graphs)[0], []
+    for (beam, batch_size), wanted in expected.items():
+        opts = SearchOptions(beam_size=beam)
+        first_seconds = engine(sources, opts, batch_size)[1]
+        outputs, seconds, steps, step_seconds = engine(sources, opts, batch_size)
+        runs.append({
+            "engine": name, "beam": beam, "batch_size": batch_size, "sentences_per_s": len(sources) / seconds,
+            "first_pass_sentences_per_s": len(sources) / first_seconds,
+            "ms_per_step": 1000 * step_seconds / steps, "steps": steps,
+            "ms_outside_steps_per_sentence": 1000 * (seconds - step_seconds) / len(sources),
+            "same_as_cpu": sum(a == b for a, b in zip(outputs, wanted)) / len(wanted),
+        })
     return runs
 
 
