@@ -54,9 +54,10 @@ class Settings(BaseSettings):
         "all", description="ONNX Runtime graph optimizations: `disable`, `basic`, `extended`, `all`"
     )
     spin_threads: bool = Field(
-        False, description="let ONNX Runtime's idle threads spin for work; on 2 cores spinning took the CPU that the "
-        "search and the HTTP server need between decoder steps (`false`: 1.4× the batched HTTP throughput, up to "
-        "1.5× offline)"
+        False, description="let the decoder's idle ONNX Runtime threads spin for work rather than sleep between its "
+        "operators (the other graphs' threads never spin); on 2 cores, `true` served one client at a time 1.21× as "
+        "fast and 32 clients at 0.86× the throughput: the spinning thread takes the CPU the HTTP workers need "
+        "(BENCHMARKS.md, \"The decoder's threads spin\"). The offline Translator spins by default"
     )
     cuda_graphs: bool = Field(
         False, description="on the CUDA provider, run the decoder step in buckets of fixed shapes, each captured in a "

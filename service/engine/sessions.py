@@ -46,7 +46,8 @@ def session_options(threads: int, optimization: str, spin_threads: bool) -> ort.
     """Threads, graph optimizations, and whether idle intra-op threads spin waiting for work.
 
     Spinning saves a wake-up per operator when the process has the cores to itself; beside an HTTP server on
-    few cores it takes the CPU that the event loop and the search need between two decoder steps.
+    few cores it takes the CPU that the event loop and the search need between two decoder steps. Every session
+    has a pool of its own: ModelSessions lets the decoder's alone spin.
     """
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
@@ -95,7 +96,7 @@ class ModelSessions:
         provider: str = "auto",
         threads: int = 0,
         optimization: str = "all",
-        spin_threads: bool = False,
+        spin_threads: bool = True,
         cuda_graphs: bool = False,
     ):
         self.model_dir = Path(model_dir)
@@ -115,9 +116,14 @@ class ModelSessions:
         # IOBinding::BindInput), not at each run: what the host writes in place later must be bound again
         self.copies_bound_inputs = self.on_gpu
         graphs = self.config.graphs[precision]
-        self.options = session_options(threads, optimization, spin_threads)
+        # Only the decoder's threads may spin (spin_threads, on for the offline translator, off in the service beside
+        # its HTTP workers): they wait there for the next step while the search runs. Each session has threads of
+        # its own; when all spun, the encoder's and the cache graphs' took the cores from the decoder's (beam 4,
+        # batch 16 at 0.42x the speed on 2 cores, bench/results/engines-spin.md).
+        self.options = session_options(threads, optimization, spin_threads=False)
+        self.step_options = session_options(threads, optimization, spin_threads)
         self.encoder = self._session(graphs["encoder"])
-        self.decoder = self._session(graphs["decoder"])
+        self.decoder = self._session(graphs["decoder"], self.step_options)
         if GraphIO.POSITIONS not in {x.name for x in self.decoder.get_inputs()}:
             raise ValueError(f"{self.model_dir} holds graphs of an older export (a cache that grows by concatenation, "
                              "no positions); export its model.pt again with `python -m export`")
@@ -133,12 +139,14 @@ class ModelSessions:
         # decoder (the setting off, or capture not possible here: the reason is logged)
         self.buckets: BucketStore | None = captured_store(self) if cuda_graphs else None
 
-    def _session(self, graph: str | bytes, cuda_options: dict[str, str] | None = None) -> ort.InferenceSession:
-        """A session, on the provider found running, of a graph file of the folder or of a graph built in memory."""
+    def _session(self, graph: str | bytes, options: ort.SessionOptions | None = None,
+                 cuda_options: dict[str, str] | None = None) -> ort.InferenceSession:
+        """A session, on the provider found running, of a graph file of the folder or of a graph built in memory
+        (with self.options unless told)."""
         source = graph if isinstance(graph, bytes) else str(self.model_dir / graph)
         providers = ([(self.provider, cuda_options or {}), "CPUExecutionProvider"] if self.on_gpu
                      else ["CPUExecutionProvider"])
-        return ort.InferenceSession(source, self.options, providers=providers,
+        return ort.InferenceSession(source, options or self.options, providers=providers,
                                     disabled_optimizers=None if self.on_gpu else CPU_UNFUSED)
 
     @property
@@ -157,7 +165,8 @@ class ModelSessions:
 
     def graphed_decoder(self) -> ort.InferenceSession:
         """A decoder session whose steps ONNX Runtime's CUDA provider captures, one graph per gpu_graph_id."""
-        return self._session(self.config.graphs[self.precision]["decoder"], {"enable_cuda_graph": "1"})
+        return self._session(self.config.graphs[self.precision]["decoder"], self.step_options,
+                             {"enable_cuda_graph": "1"})
 
     def new_decoder(self) -> OrtDecoder | SwitchingDecoder:
         """An empty decoder for a running batch (core.search.RunningBatch)."""
