@@ -1,10 +1,10 @@
 """The engines a benchmark compares, loaded by name, each translating through the same search (core.search):
 
-    ort-fp32, ort-int8          service.translator.Translator: what the service runs
-    ort-fp32-spin, ort-int8-spin
-                                the same with ONNX Runtime's idle threads spinning between operators, as
-                                CTranslate2's OpenMP threads do by default (the service leaves it off: spin_threads;
-                                not in bench.offline.engines' default engines)
+    ort-fp32, ort-int8          service.translator.Translator as it comes: what the service runs, the decoder's idle
+                                threads spinning between operators (as CTranslate2's OpenMP threads do by default)
+    ort-fp32-nospin, ort-int8-nospin
+                                the same with the decoder's threads sleeping instead, as the service's engine runs
+                                by default (TRANSLATOR_SPIN_THREADS; not in bench.offline.engines' default engines)
     pytorch-cache               model.decode.translate with the KV-cached decoder the model is evaluated with
     pytorch-nocache             the same re-running the decoder over the whole prefix at every step
     ct2-float32, ct2-int8       CTranslate2 (bench.common.ct2_engine) on the conversion of the same checkpoint, or
@@ -43,9 +43,9 @@ def load_engine(
         from service.translator import Translator
 
         precision, _, suffix = variant.partition("-")
-        if suffix not in ("", "spin"):
+        if suffix not in ("", "nospin"):
             raise ValueError(f"unknown engine {name}")
-        translator = Translator(model_dir, precision, provider="cpu", threads=threads, spin_threads=suffix == "spin")
+        translator = Translator(model_dir, precision, provider="cpu", threads=threads, spin_threads=suffix != "nospin")
         return ort_engine(translator, pair)
     if kind == "ct2":
         from bench.common.ct2_engine import SPM_FILE, CT2Translator

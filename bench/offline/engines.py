@@ -57,8 +57,8 @@ ENGINES = ["ort-fp32", "ort-int8", "ct2-float32", "ct2-int8"]
 PAIRS = {  # ours -> CTranslate2 at the same precision
     "ort-fp32": "ct2-float32",
     "ort-int8": "ct2-int8",
-    "ort-fp32-spin": "ct2-float32",
-    "ort-int8-spin": "ct2-int8",
+    "ort-fp32-nospin": "ct2-float32",
+    "ort-int8-nospin": "ct2-int8",
 }
 PACKAGES = ["onnxruntime", "onnxruntime-gpu", "ctranslate2", "sentencepiece", "numpy", "torch", "sacrebleu"]
 

@@ -1,11 +1,14 @@
 """Plain-text serving throughput of this checkout against another one, side by side, rounds interleaved.
 
     python -m bench.serving.checkouts /tmp/base [--rounds 2] [--concurrency 32] [--seconds 20]
+                                      [--setting NAME=VALUE ...] [--base-setting NAME=VALUE ...] [--name NAME]
 
 Each round starts `python -m service` of each checkout in turn (service.launch.running_service, the same shipped
 model and default settings) and loads it with single test_2016_flickr sentences from wrk (bench.serving.loadgen):
 sentences per second and latency, the median over rounds, and this checkout's throughput over the other's.
-Results: bench/results/serving-checkouts.{json,md}.
+--setting and --base-setting give this checkout's and the other's service settings that differ from the defaults;
+with this checkout as the other (`.`), the two sides are two settings of the same code.
+Results: bench/results/NAME.{json,md} (serving-checkouts).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench.common.cli import command_line
+from bench.common.cli import command_line, parse_settings
 from bench.common.defaults import MODEL_DIR, REPO, RESULTS
 from bench.common.machine import environment
 from bench.common.report import markdown_table, write_results
@@ -30,16 +33,20 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--setting", action="append", default=[], help="a setting of this checkout's service, name=value")
+    p.add_argument("--base-setting", action="append", default=[], help="a setting of the other's, name=value")
+    p.add_argument("--name", default="serving-checkouts", help="the results' file name")
     p.add_argument("--out-dir", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     sentences = multi30k_sentences()
     checkouts = {"this": REPO, "base": args.base.resolve()}
+    settings = {"this": parse_settings(args.setting), "base": parse_settings(args.base_setting)}
     runs: dict[str, list[dict]] = {name: [] for name in checkouts}
     with tempfile.TemporaryDirectory() as logs:
         for round_ in range(args.rounds):
             for name, checkout in (checkouts.items() if round_ % 2 == 0 else reversed(checkouts.items())):
                 log = Path(logs) / f"{name}-{round_}.log"
-                with running_service(MODEL_DIR, log, checkout=checkout) as service:
+                with running_service(MODEL_DIR, log, checkout=checkout, **settings[name]) as service:
                     run_load(service.url, sentences, args.concurrency, 3)  # warm-up
                     runs[name].append(run_load(service.url, sentences, args.concurrency, args.seconds))
                 print(name, round_, runs[name][-1]["sentences_per_s"], flush=True)
@@ -52,11 +59,12 @@ def main(argv: list[str] | None = None) -> None:
     rows = [[name, f"{m['sentences_per_s']:.1f}", f"{m['p50_ms']:.1f}", f"{m['p99_ms']:.1f}", m["errors"]]
             for name, m in median.items()]
     markdown = (f"# Serving, this checkout against {args.base}\n\n`{command_line('bench.serving.checkouts', argv)}`"
-                f"\n\n{args.concurrency} clients, single sentences, median of {args.rounds} rounds:\n\n"
+                f"\n\n{args.concurrency} clients, single sentences, median of {args.rounds} rounds; settings other "
+                f"than the defaults: this {settings['this'] or 'none'}, base {settings['base'] or 'none'}:\n\n"
                 + markdown_table(["checkout", "sentences/s", "p50 ms", "p99 ms", "errors"], rows)
                 + f"\nThis checkout's throughput: {ratio:.2f}x the base's.\n")
-    write_results(args.out_dir, "serving-checkouts", {"environment": environment([]), "runs": runs,
-                                                      "median": median, "ratio": ratio}, markdown)
+    write_results(args.out_dir, args.name, {"environment": environment([]), "settings": settings, "runs": runs,
+                                            "median": median, "ratio": ratio}, markdown)
     print(markdown)
 
 
