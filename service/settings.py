@@ -55,8 +55,8 @@ class Settings(BaseSettings):
     )
     spin_threads: bool = Field(
         False, description="let the decoder's idle ONNX Runtime threads spin for work rather than sleep between its "
-        "operators (the other graphs' threads never spin); on 2 cores, `true` served one client at a time 1.21× as "
-        "fast and 32 clients at 0.86× the throughput: the spinning thread takes the CPU the HTTP workers need "
+        "operators (the other graphs' threads never spin); on 2 cores, `true` served one client at a time 1.21–1.42× "
+        "as fast and 32 clients at 0.86–0.97× the throughput: the spinning thread takes the CPU the HTTP workers need "
         "(BENCHMARKS.md, \"The decoder's threads spin\"). The offline Translator spins by default"
     )
     cuda_graphs: bool = Field(
