@@ -1,10 +1,11 @@
 """The engines a benchmark compares, loaded by name, each translating through the same search (core.search):
 
-    ort-fp32, ort-int8          service.translator.Translator as it comes: what the service runs, the decoder's idle
-                                threads spinning between operators (as CTranslate2's OpenMP threads do by default)
+    ort-fp32, ort-int8          service.translator.Translator as it comes: the search and sessions the service runs,
+                                the decoder's idle threads spinning between operators (as CTranslate2's OpenMP
+                                threads do by default)
     ort-fp32-nospin, ort-int8-nospin
-                                the same with the decoder's threads sleeping instead, as the service's engine runs
-                                by default (TRANSLATOR_SPIN_THREADS; not in bench.offline.engines' default engines)
+                                the same with the decoder's threads sleeping instead, as they do in the service's
+                                engine by default (TRANSLATOR_SPIN_THREADS; not in bench.offline.engines' defaults)
     pytorch-cache               model.decode.translate with the KV-cached decoder the model is evaluated with
     pytorch-nocache             the same re-running the decoder over the whole prefix at every step
     ct2-float32, ct2-int8       CTranslate2 (bench.common.ct2_engine) on the conversion of the same checkpoint, or
