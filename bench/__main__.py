@@ -152,6 +152,10 @@ BENCHMARKS = [
         "splitters", "bench.studies.splitters",
         "sentence splitters on our labelled texts: the share split right, time per text",
     ),
+    Benchmark(
+        "decoding-attention", "bench.studies.decoding_attention",
+        "the exported decoder step against ONNX Runtime's GroupQueryAttention: agreement and time of one run",
+    ),
 ]  # fmt: skip
 BY_NAME = {b.name: b for b in BENCHMARKS}
 

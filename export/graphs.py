@@ -86,11 +86,12 @@ def export_encoder(model: Transformer, path: Path) -> None:
     )
 
 
-def export_decoder(model: Transformer, path: Path) -> None:
+def export_decoder(model: Transformer, path: Path, step: type[nn.Module] = DecoderGraph) -> None:
+    """The decoder step graph (DecoderGraph, or a module of its inputs and outputs: a variant a study compares)."""
     x, layers = example_inputs(model), model.cfg.n_layers
     n, s, t = torch.export.Dim("batch"), torch.export.Dim("src_len"), torch.export.Dim("slots")
     _export(
-        DecoderGraph(model),
+        step(model),
         (x["tokens"], x["positions"], x["src_mask"], x["self_kv"], x["cross_kv"]),
         path,
         input_names=[GraphIO.TOKENS, GraphIO.POSITIONS, GraphIO.SRC_MASK, *cache_names(GraphIO.SELF, layers),
