@@ -35,7 +35,7 @@ import onnx
 import onnxruntime as ort
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from bench.common.cli import command_line, settings_of
 from bench.common.defaults import RESULTS
@@ -46,7 +46,6 @@ from export.__main__ import graph_names
 from export.graphs import DecoderGraph, export_decoder, flatten, pairs
 from export.quantize import quantize_int8
 from model.checkpoint import load_model
-from model.transformer import Transformer
 from service.engine.sessions import CPU_UNFUSED, session_options
 
 
@@ -66,12 +65,8 @@ def group_query_attention(qkv: Tensor, cache_k: Tensor, cache_v: Tensor, positio
     return out, cache_k, cache_v
 
 
-class GroupQueryStep(nn.Module):
+class GroupQueryStep(DecoderGraph):
     """DecoderGraph's step with each self-attention one GroupQueryAttention; the rest as model.transformer has it."""
-
-    def __init__(self, model: Transformer):
-        super().__init__()
-        self.model = model
 
     def forward(
         self, tokens: Tensor, positions: Tensor, src_mask: Tensor, self_kv: list[Tensor], cross_kv: list[Tensor]
