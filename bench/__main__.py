@@ -154,7 +154,7 @@ BENCHMARKS = [
     ),
     Benchmark(
         "decoding-attention", "bench.studies.decoding_attention",
-        "the exported decoder step against ONNX Runtime's GroupQueryAttention: agreement and time of one run",
+        "the exported decoder step against other attention kernels: agreement and time of one run",
     ),
 ]  # fmt: skip
 BY_NAME = {b.name: b for b in BENCHMARKS}

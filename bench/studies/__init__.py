@@ -1,2 +1,2 @@
-"""Library comparisons behind a choice of the service's: language detectors, sentence splitters, ONNX Runtime's
-decoding attention."""
+"""Library comparisons behind a choice of the service's: language detectors, sentence splitters, attention
+kernels."""

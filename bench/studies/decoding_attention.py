@@ -1,24 +1,27 @@
-"""ONNX Runtime's fused decoding attention against our decoder step, on the CPU: behind the choice of the exported
-step's self-attention (a ScatterND slot write and an ONNX Attention node, model.transformer.DecoderLayer).
+"""Other attention kernels against our decoder step's, on the CPU: behind the choice of the exported step's
+attention (a ScatterND slot write and an ONNX Attention node, model.transformer.DecoderLayer).
 
     python -m bench.studies.decoding_attention [--checkpoint models/en-de/model.pt] [--rows 1 4 16 64]
-                                               [--slots 24] [--rounds 8] [--precision fp32]
+                                               [--slots 24] [--rounds 8] [--precision fp32] [--kernels LIB]
                                                [--variant-folder DIR --model-dir DIR]
                                                [--name decoding-attention] [--out bench/results]
 
-The checkpoint's decoder step is exported twice: as `python -m export` exports it (export.graphs.DecoderGraph), and
-with each self-attention as one com.microsoft GroupQueryAttention (GroupQueryStep): one Gemm for the packed query,
-key and value, the slot written in place at each row's position, attention over positions 0..p alone, and no index
-or mask built (--precision int8: both then quantized as export.quantize makes a folder's int8 graphs). Its
-interface is the same, so either graph serves as a folder's decoder.onnx. Both run on the CPU
-provider with one thread and the service's session options, the caches bound in place as
-service.engine.decoder.OrtDecoder binds them, at each row count with `slots` cache slots (positions drawn below
-it); reported are their agreement (logits, caches, best tokens) and the CPU time of one run, the median over
-interleaved rounds of the least-noisy mean of many runs, and the variant's time over the export's.
+The checkpoint's decoder step is exported as `python -m export` exports it (export.graphs.DecoderGraph) and as
+variants with the same inputs and outputs (so that any of them serves as a folder's decoder.onnx):
+- group-query: each self-attention one com.microsoft GroupQueryAttention of ONNX Runtime (GroupQueryStep): one Gemm
+  for the packed query, key and value, the slot written in place at each row's position, attention over positions
+  0..p alone, no index or mask built;
+- kernels (with --kernels, a library built from decoding_attention.cc beside this file): every attention, self and
+  cross, one custom operator of our own (KernelStep), the slot write included.
+--precision int8 quantizes the export and group-query as export.quantize makes a folder's int8 graphs (the kernels
+variant is fp32 only). Each graph runs on the CPU provider with one thread and the service's session options, the
+caches bound in place as service.engine.decoder.OrtDecoder binds them, at each row count with `slots` cache slots
+(positions drawn below it); reported are each variant's agreement with the export (logits, caches, best tokens) and
+the CPU time of one run, the median over interleaved rounds of the mean of many runs, and its time over the export's.
 
 ONNX Runtime 1.31 has GroupQueryAttention kernels on the CPU in fp32 and on CUDA in fp16 and bf16 only
 (tests/data/ort-1.31-cuda-kernels.json): a folder's fp32 graphs, which also run on CUDA, could not use it.
---variant-folder writes a copy of --model-dir with the variant as its decoder of that precision, for
+--variant-folder writes a copy of --model-dir with group-query as its decoder of that precision, for
 bench.offline.checkouts to translate with (--model-dir DIR --other-model-dir the original).
 """
 
@@ -46,6 +49,7 @@ from export.__main__ import graph_names
 from export.graphs import DecoderGraph, export_decoder, flatten, pairs
 from export.quantize import quantize_int8
 from model.checkpoint import load_model
+from model.transformer import MultiHeadAttention
 from service.engine.sessions import CPU_UNFUSED, session_options
 
 
@@ -65,39 +69,92 @@ def group_query_attention(qkv: Tensor, cache_k: Tensor, cache_v: Tensor, positio
     return out, cache_k, cache_v
 
 
-class GroupQueryStep(DecoderGraph):
-    """DecoderGraph's step with each self-attention one GroupQueryAttention; the rest as model.transformer has it."""
+class VariantStep(DecoderGraph):
+    """DecoderGraph's step with the attention a subclass computes; the rest as model.transformer has it."""
 
     def forward(
         self, tokens: Tensor, positions: Tensor, src_mask: Tensor, self_kv: list[Tensor], cross_kv: list[Tensor]
     ) -> tuple[Tensor, ...]:
         m = self.model
         x = m.embed_tokens(tokens, positions)
-        slots = torch.tensor(self_kv[0].shape[2], dtype=torch.int32)  # the caches' length: a static cache
-        key_mask = src_mask[:, None, None, :]
+        slots = torch.tensor(self_kv[0].shape[2], dtype=torch.int32)  # the caches' length
         new_kv = []
-        for layer, (cache_k, cache_v), layer_cross_kv in zip(m.decoder, pairs(self_kv), pairs(cross_kv)):
-            a = layer.self_attn
-            weight = torch.cat([a.w_q.weight, a.w_k.weight, a.w_v.weight])
-            bias = torch.cat([a.w_q.bias, a.w_k.bias, a.w_v.bias])
-            qkv = F.linear(layer.res_self.input(x), weight, bias)[:, None, :]
-            out, cache_k, cache_v = group_query_attention(qkv, cache_k, cache_v, positions, slots, a.n_heads)
-            x = layer.res_self.output(x, a.w_o(out[:, 0, :]))
-            x = layer.res_cross.output(x, layer.cross_attn(layer.res_cross.input(x), *layer_cross_kv, key_mask))
+        for layer, (cache_k, cache_v), (cross_k, cross_v) in zip(m.decoder, pairs(self_kv), pairs(cross_kv)):
+            h = layer.res_self.input(x)
+            y, cache_k, cache_v = self.self_attention(layer.self_attn, h, cache_k, cache_v, positions, slots)
+            x = layer.res_self.output(x, y)
+            h = layer.res_cross.input(x)
+            x = layer.res_cross.output(x, self.cross_attention(layer.cross_attn, h, cross_k, cross_v, src_mask))
             x = layer.res_ffn.output(x, layer.ffn(layer.res_ffn.input(x)))
             new_kv.append((cache_k, cache_v))
         return m.project(x), *flatten(new_kv)
 
+    def self_attention(self, a: MultiHeadAttention, h: Tensor, cache_k: Tensor, cache_v: Tensor, positions: Tensor,
+                       slots: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The sub-layer's output (N, D) and the caches with each row's slot written."""
+        raise NotImplementedError
 
-VARIANTS = {"export": DecoderGraph, "group-query": GroupQueryStep}  # the step graphs compared
+    def cross_attention(self, c: MultiHeadAttention, h: Tensor, cross_k: Tensor, cross_v: Tensor,
+                        src_mask: Tensor) -> Tensor:
+        return c(h, cross_k, cross_v, src_mask[:, None, None, :])
+
+
+class GroupQueryStep(VariantStep):
+    """Each self-attention one GroupQueryAttention (a static cache: its length is `slots`)."""
+
+    def self_attention(self, a, h, cache_k, cache_v, positions, slots):
+        weight = torch.cat([a.w_q.weight, a.w_k.weight, a.w_v.weight])
+        bias = torch.cat([a.w_q.bias, a.w_k.bias, a.w_v.bias])
+        qkv = F.linear(h, weight, bias)[:, None, :]
+        out, cache_k, cache_v = group_query_attention(qkv, cache_k, cache_v, positions, slots, a.n_heads)
+        return a.w_o(out[:, 0, :]), cache_k, cache_v
+
+
+def our_self_attention(q: Tensor, k: Tensor, v: Tensor, cache_k: Tensor, cache_v: Tensor, positions: Tensor,
+                       n_heads: int) -> tuple[Tensor, Tensor, Tensor]:
+    """decoding_attention.cc's DecoderSelfAttention: one step's (N, D) projections, the slot written in place."""
+    return torch.onnx.ops.symbolic_multi_out(
+        "ours::DecoderSelfAttention", (q, k, v, cache_k, cache_v, positions), {"num_heads": n_heads},
+        dtypes=(q.dtype, cache_k.dtype, cache_v.dtype), shapes=(q.shape, cache_k.shape, cache_v.shape), version=1)
+
+
+def our_cross_attention(q: Tensor, cross_k: Tensor, cross_v: Tensor, src_mask: Tensor) -> Tensor:
+    """decoding_attention.cc's DecoderCrossAttention: one step's (N, D) queries over the encoder's keys and values."""
+    return torch.onnx.ops.symbolic("ours::DecoderCrossAttention", (q, cross_k, cross_v, src_mask), {},
+                                   dtype=q.dtype, shape=q.shape, version=1)
+
+
+class KernelStep(VariantStep):
+    """Every attention one operator of decoding_attention.cc."""
+
+    def self_attention(self, a, h, cache_k, cache_v, positions, slots):
+        out, cache_k, cache_v = our_self_attention(a.w_q(h), a.w_k(h), a.w_v(h), cache_k, cache_v, positions,
+                                                   a.n_heads)
+        return a.w_o(out), cache_k, cache_v
+
+    def cross_attention(self, c, h, cross_k, cross_v, src_mask):
+        return c.w_o(our_cross_attention(c.w_q(h), cross_k, cross_v, src_mask))
+
+
+VARIANTS = {"export": DecoderGraph, "group-query": GroupQueryStep, "kernels": KernelStep}  # the step graphs
+
+
+def cpu_session(path: Path, kernels: Path | None, optimized: Path | None = None) -> ort.InferenceSession:
+    """A session as the service makes it on the CPU, one thread, with our operators' library where given."""
+    options = session_options(1, "all", spin_threads=False)
+    if kernels:
+        options.register_custom_ops_library(str(kernels))
+    if optimized:
+        options.optimized_model_filepath = str(optimized)
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"],
+                                disabled_optimizers=CPU_UNFUSED)
 
 
 class BoundStep:
     """One graph's session with random inputs of a shape bound, its self-attention caches written in place."""
 
-    def __init__(self, path: Path, rows: int, slots: int, seed: int):
-        self.session = ort.InferenceSession(str(path), session_options(1, "all", spin_threads=False),
-                                            providers=["CPUExecutionProvider"], disabled_optimizers=CPU_UNFUSED)
+    def __init__(self, path: Path, rows: int, slots: int, seed: int, kernels: Path | None = None):
+        self.session = cpu_session(path, kernels)
         self.binding, self.values, self.outputs = self.session.io_binding(), {}, []  # outputs: in bound order
         rng, source = np.random.default_rng(seed), 14
         vocab = next(x.shape[1] for x in self.session.get_outputs() if x.name == GraphIO.LOGITS)
@@ -147,39 +204,43 @@ def agreement(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, f
     }
 
 
-def measure(graphs: dict[str, Path], rows: int, slots: int, rounds: int) -> dict:
-    steps = {name: BoundStep(path, rows, slots, seed=rows) for name, path in graphs.items()}
-    first, second = (step.run() for step in steps.values())
+def measure(graphs: dict[str, Path], rows: int, slots: int, rounds: int, kernels: Path | None) -> dict:
+    """Each graph's agreement with the first (the export) and its time of one run, over interleaved rounds."""
+    steps = {name: BoundStep(path, rows, slots, seed=rows, kernels=kernels) for name, path in graphs.items()}
+    outputs = {name: step.run() for name, step in steps.items()}
     runs = max(100, 4000 // rows)
     times: dict[str, list[float]] = {name: [] for name in steps}
     for round_ in range(rounds):
-        for name in list(steps)[:: 1 if round_ % 2 == 0 else -1]:  # the first of the two alternates
+        for name in list(steps)[:: 1 if round_ % 2 == 0 else -1]:  # the order alternates
             steps[name].microseconds(runs // 10)  # warm
             times[name].append(steps[name].microseconds(runs))
-    base, variant = (median(t) for t in times.values())
-    return {"rows": rows, "slots": slots, **agreement(first, second), "microseconds": times,
-            "median_microseconds": [base, variant], "ratio": variant / base,
-            "round_ratios": [b / a for a, b in zip(*times.values())]}
+    base, *variants = steps
+    return {"rows": rows, "slots": slots, "microseconds": times,
+            "variants": {name: {**agreement(outputs[base], outputs[name]),
+                                "median_microseconds": median(times[name]),
+                                "ratio": median(times[name]) / median(times[base]),
+                                "round_ratios": [t / b for b, t in zip(times[base], times[name])]}
+                         for name in variants}}
 
 
 def report(results: list[dict], checkpoint: str, precision: str, nodes: dict[str, int]) -> str:
-    rows = [[r["rows"], r["median_microseconds"][0], r["median_microseconds"][1], f"**{r['ratio']:.2f}×**",
-             f"{min(r['round_ratios']):.2f}–{max(r['round_ratios']):.2f}", f"{r['logits_max_abs_diff']:.1e}",
-             f"{r['best_token_equal']:.3f}"] for r in results]
-    header = ["rows", "export (µs)", "group-query (µs)", "time ratio", "per round", "logits max diff",
-              "best token equal"]
-    return (f"# Decoding attention: the exported step against GroupQueryAttention ({checkpoint}, {precision})\n\n"
-            f"Nodes after ONNX Runtime's optimizations: export {nodes['export']}, group-query "
-            f"{nodes['group-query']}. One thread, CPU time of one decoder run, median of the rounds.\n\n"
-            + markdown_table(header, rows))
+    rows = [[r["rows"], name, median(r["microseconds"]["export"]),
+             v["median_microseconds"], f"**{v['ratio']:.2f}×**",
+             f"{min(v['round_ratios']):.2f}–{max(v['round_ratios']):.2f}", f"{v['logits_max_abs_diff']:.1e}",
+             f"{v['caches_max_abs_diff']:.1e}", f"{v['best_token_equal']:.3f}"]
+            for r in results for name, v in r["variants"].items()]
+    header = ["rows", "variant", "export (µs)", "variant (µs)", "time ratio", "per round", "logits max diff",
+              "caches max diff", "best token equal"]
+    counts = ", ".join(f"{name} {count}" for name, count in nodes.items())
+    return (f"# Decoding attention: the exported step against other kernels ({checkpoint}, {precision})\n\n"
+            f"Nodes after ONNX Runtime's optimizations: {counts}. One thread, CPU time of one decoder run, median "
+            "of the rounds.\n\n" + markdown_table(header, rows))
 
 
-def optimized_nodes(path: Path) -> int:
+def optimized_nodes(path: Path, kernels: Path | None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
-        options = session_options(1, "all", spin_threads=False)
-        options.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
-        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"], disabled_optimizers=CPU_UNFUSED)
-        return len(onnx.load(options.optimized_model_filepath).graph.node)
+        cpu_session(path, kernels, optimized=Path(tmp) / "optimized.onnx")
+        return len(onnx.load(str(Path(tmp) / "optimized.onnx")).graph.node)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -189,6 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--slots", type=int, default=24, help="self-attention cache slots")
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--precision", choices=["fp32", "int8"], default="fp32")
+    p.add_argument("--kernels", type=Path, help="a library built from decoding_attention.cc: adds that variant")
     p.add_argument("--variant-folder", type=Path, help="write a copy of --model-dir with the variant decoder here")
     p.add_argument("--model-dir", type=Path, help="the checkpoint's model folder (for --variant-folder)")
     p.add_argument("--name", default="decoding-attention")
@@ -196,9 +258,12 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     torch.manual_seed(0)
     model = load_model(args.checkpoint)
+    if args.kernels and args.precision != "fp32":
+        p.error("the kernels are fp32 only")
+    variants = {name: step for name, step in VARIANTS.items() if name != "kernels" or args.kernels}
     with tempfile.TemporaryDirectory() as tmp:
-        graphs = {name: Path(tmp) / f"{name}.onnx" for name in VARIANTS}
-        for name, step in VARIANTS.items():
+        graphs = {name: Path(tmp) / f"{name}.onnx" for name in variants}
+        for name, step in variants.items():
             export_decoder(model, graphs[name], step)
             if args.precision == "int8":
                 quantize_int8(graphs[name], graphs[name])
@@ -207,13 +272,13 @@ def main(argv: list[str] | None = None) -> None:
                 p.error("--variant-folder needs --model-dir")
             shutil.copytree(args.model_dir, args.variant_folder, dirs_exist_ok=True)
             shutil.copy(graphs["group-query"], args.variant_folder / graph_names(args.precision)["decoder"])
-        nodes = {name: optimized_nodes(path) for name, path in graphs.items()}
+        nodes = {name: optimized_nodes(path, args.kernels) for name, path in graphs.items()}
         results = []
         for rows in args.rows:
-            results.append(measure(graphs, rows, args.slots, args.rounds))
-            r = results[-1]
-            print(f"{rows} rows: {r['median_microseconds'][0]:.0f} against {r['median_microseconds'][1]:.0f} µs, "
-                  f"ratio {r['ratio']:.2f}, best tokens equal {r['best_token_equal']:.3f}", flush=True)
+            results.append(measure(graphs, rows, args.slots, args.rounds, args.kernels))
+            for name, v in results[-1]["variants"].items():
+                print(f"{rows} rows, {name}: {v['ratio']:.2f}× the export's time, best tokens equal "
+                      f"{v['best_token_equal']:.3f}", flush=True)
     data = {"command": command_line("bench.studies.decoding_attention", argv), "settings": settings_of(args),
             "environment": environment(["onnxruntime", "onnxruntime-gpu", "torch", "numpy"]), "nodes": nodes,
             "results": results}
