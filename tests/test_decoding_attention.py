@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 import torch
 
-from bench.studies.decoding_attention import VARIANTS, BoundStep, agreement
+from bench.offline.gpu_check import Bucket, step_arrays
+from bench.studies.decoding_attention import SOURCE, VARIANTS, BoundStep, agreement
 from export.graphs import export_decoder
 from model.config import preset
 from model.transformer import Transformer
@@ -24,9 +26,13 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def graphs(tmp_path_factory) -> dict[str, Path]:
+def model() -> Transformer:
     torch.manual_seed(0)
-    model = Transformer(preset("tiny", vocab_size=90, n_layers=2)).eval()
+    return Transformer(preset("tiny", vocab_size=90, n_layers=2)).eval()
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory, model: Transformer) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("decoding-attention")
     paths = {name: folder / f"{name}.onnx" for name in COMPARED}
     for name in COMPARED:
@@ -42,8 +48,9 @@ def test_the_variant_writes_and_attends_in_one_node_per_layer(graphs):
 
 
 @pytest.mark.parametrize("rows", [1, 5])
-def test_the_variant_computes_the_exported_step(graphs, rows):
-    export, variant = (BoundStep(graphs[name], rows, slots=16, seed=rows) for name in COMPARED)
+def test_the_variant_computes_the_exported_step(graphs, model, rows):
+    arrays = step_arrays(Bucket(rows, slots=16, source=SOURCE), model.cfg, np.random.default_rng(rows))
+    export, variant = (BoundStep(graphs[name], arrays) for name in COMPARED)
     same = agreement(export.run(), variant.run())
     assert same["logits_max_abs_diff"] < 1e-4
     assert same["caches_max_abs_diff"] < 1e-5  # each row's slot written, the others left as they were

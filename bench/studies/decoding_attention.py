@@ -44,7 +44,9 @@ from bench.common.cli import command_line, settings_of
 from bench.common.defaults import RESULTS
 from bench.common.machine import environment
 from bench.common.report import markdown_table, median, write_results
-from core.folder import GraphIO
+from bench.common.timing import rotation
+from bench.offline.gpu_check import Bucket, step_arrays, step_binding
+from core.folder import GraphIO, ModelConfig
 from export.__main__ import graph_names
 from export.graphs import DecoderGraph, export_decoder, flatten, pairs
 from export.quantize import quantize_int8
@@ -136,6 +138,7 @@ class KernelStep(VariantStep):
         return c.w_o(our_cross_attention(c.w_q(h), cross_k, cross_v, src_mask))
 
 
+SOURCE = 14  # source tokens of the step's rows, padding included (each row's own length drawn below it)
 VARIANTS = {"export": DecoderGraph, "group-query": GroupQueryStep, "kernels": KernelStep}  # the step graphs
 
 
@@ -151,41 +154,22 @@ def cpu_session(path: Path, kernels: Path | None, optimized: Path | None = None)
 
 
 class BoundStep:
-    """One graph's session with random inputs of a shape bound, its self-attention caches written in place."""
+    """One graph's session with a step's inputs bound as bench.offline.gpu_check binds them (each self-attention cache
+    written in place), and its logits too."""
 
-    def __init__(self, path: Path, rows: int, slots: int, seed: int, kernels: Path | None = None):
+    def __init__(self, path: Path, arrays: dict[str, np.ndarray], kernels: Path | None = None):
         self.session = cpu_session(path, kernels)
-        self.binding, self.values, self.outputs = self.session.io_binding(), {}, []  # outputs: in bound order
-        rng, source = np.random.default_rng(seed), 14
-        vocab = next(x.shape[1] for x in self.session.get_outputs() if x.name == GraphIO.LOGITS)
-        for x in self.session.get_inputs():
-            if x.name == GraphIO.WIDTH:
-                array = np.array([8], dtype=np.int64)
-            elif x.name == GraphIO.TOKENS:
-                array = rng.integers(0, vocab, rows)
-            elif x.name == GraphIO.POSITIONS:
-                array = rng.integers(0, slots - 1, rows)
-            elif x.name == GraphIO.SRC_MASK:
-                array = np.ones((rows, source), dtype=bool)
-                array[0, source - 3:] = False  # one padded source
-            else:
-                length = slots if x.name.startswith(f"{GraphIO.SELF}_") else source
-                array = rng.standard_normal((rows, x.shape[1], length, x.shape[3])).astype(np.float32)
-            self.values[x.name] = value = ort.OrtValue.ortvalue_from_numpy(array)
-            self.binding.bind_ortvalue_input(x.name, value)
-            if x.name.startswith(f"{GraphIO.SELF}_"):
-                self.binding.bind_ortvalue_output(f"{GraphIO.NEW_SELF}_{x.name[len(GraphIO.SELF) + 1:]}", value)
-        for x in self.session.get_outputs():
-            if not x.name.startswith(f"{GraphIO.NEW_SELF}_"):
-                self.binding.bind_output(x.name)
-                self.outputs.append(x.name)
+        self.binding, held = step_binding(self.session, arrays, "cpu")
+        self.binding.bind_output(GraphIO.LOGITS)
+        self.caches = dict(zip([n for n in arrays if n.startswith((f"{GraphIO.SELF}_", f"{GraphIO.CROSS}_"))], held))
+        self.top_tokens = held[-2]
 
     def run(self) -> dict[str, np.ndarray]:
-        """One run: its outputs and its caches after it."""
+        """One run: its logits, its best tokens and its self-attention caches after it."""
         self.session.run_with_iobinding(self.binding)
-        caches = {name: v.numpy() for name, v in self.values.items() if name.startswith(f"{GraphIO.SELF}_")}
-        bound = self.binding.get_outputs()[-len(self.outputs):]  # after the caches, bound first
-        return {**caches, **{name: v.numpy() for name, v in zip(self.outputs, bound)}}
+        caches = {name: v.numpy() for name, v in self.caches.items() if name.startswith(f"{GraphIO.SELF}_")}
+        logits = self.binding.get_outputs()[-1]  # bound last
+        return {**caches, GraphIO.LOGITS: logits.numpy(), GraphIO.TOP_TOKENS: self.top_tokens.numpy()}
 
     def microseconds(self, runs: int) -> float:
         started = time.process_time()
@@ -204,18 +188,20 @@ def agreement(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, f
     }
 
 
-def measure(graphs: dict[str, Path], rows: int, slots: int, rounds: int, kernels: Path | None) -> dict:
-    """Each graph's agreement with the first (the export) and its time of one run, over interleaved rounds."""
-    steps = {name: BoundStep(path, rows, slots, seed=rows, kernels=kernels) for name, path in graphs.items()}
+def measure(graphs: dict[str, Path], bucket: Bucket, cfg: ModelConfig, rounds: int, kernels: Path | None) -> dict:
+    """Each graph's agreement with the first (the export) on the same inputs, and its time of one run over rounds in
+    turn."""
+    arrays = step_arrays(bucket, cfg, np.random.default_rng(bucket.rows))
+    steps = {name: BoundStep(path, arrays, kernels) for name, path in graphs.items()}
     outputs = {name: step.run() for name, step in steps.items()}
-    runs = max(100, 4000 // rows)
+    runs = max(100, 4000 // bucket.rows)
     times: dict[str, list[float]] = {name: [] for name in steps}
     for round_ in range(rounds):
-        for name in list(steps)[:: 1 if round_ % 2 == 0 else -1]:  # the order alternates
+        for name in rotation(list(steps), round_):
             steps[name].microseconds(runs // 10)  # warm
             times[name].append(steps[name].microseconds(runs))
     base, *variants = steps
-    return {"rows": rows, "slots": slots, "microseconds": times,
+    return {"rows": bucket.rows, "slots": bucket.slots, "microseconds": times,
             "variants": {name: {**agreement(outputs[base], outputs[name]),
                                 "median_microseconds": median(times[name]),
                                 "ratio": median(times[name]) / median(times[base]),
@@ -275,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
         nodes = {name: optimized_nodes(path, args.kernels) for name, path in graphs.items()}
         results = []
         for rows in args.rows:
-            results.append(measure(graphs, rows, args.slots, args.rounds, args.kernels))
+            results.append(measure(graphs, Bucket(rows, args.slots, SOURCE), model.cfg, args.rounds, args.kernels))
             for name, v in results[-1]["variants"].items():
                 print(f"{rows} rows, {name}: {v['ratio']:.2f}× the export's time, best tokens equal "
                       f"{v['best_token_equal']:.3f}", flush=True)
