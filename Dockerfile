@@ -30,10 +30,18 @@ RUN apt-get update \
 
 # The virtual environment, built where pip, its cache and the sources can stay behind. The venv's python
 # links to the base's, so each flavour builds its own.
+# The CPU image also builds our attention kernels (service/engine/kernels) into the installed package: g++ here
+# only, and for any x86-64-v2 CPU (KERNELS_MARCH), since the image may run on another machine than its build's.
 FROM cpu-base AS cpu-build
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends g++ \
+    && rm -rf /var/lib/apt/lists/*
 COPY --from=source /src /src
+ARG KERNELS_MARCH=x86-64-v2
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m venv /opt/venv && /opt/venv/bin/pip install /src
+    python3 -m venv /opt/venv && /opt/venv/bin/pip install /src \
+    && /opt/venv/bin/python -m service.engine.kernels.build --march "${KERNELS_MARCH}"
 
 FROM gpu-base AS gpu-build
 COPY --from=source /src /src

@@ -7,7 +7,7 @@ MULTI30K_DIR ?= $(firstword $(wildcard ../shared/data/multi30k) data/multi30k)
 export MULTI30K_DIR
 PORT ?= 8000
 
-.PHONY: serve test lint bench system-deps data clean
+.PHONY: serve test lint bench system-deps data kernels clean
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -22,7 +22,17 @@ $(VENV)/.dev: $(VENV)/bin/python pyproject.toml
 	$(PIP) install -q -e '.[train,dev]'
 	touch $@
 
-serve: $(VENV)/.serve
+# Our attention kernels for the CPU (service/engine/kernels): g++ and ONNX Runtime's headers (fetched from Debian's
+# archive where the system has none). `make serve` goes on without them (the service then runs ONNX Runtime's
+# attention, and says so); the tests need them.
+KERNELS := service/engine/kernels/libdecoding_attention.so
+$(KERNELS): service/engine/kernels/decoding_attention.cc service/engine/kernels/build.py | $(VENV)/bin/python
+	$(PY) -m service.engine.kernels.build
+
+kernels: $(VENV)/.serve
+	@$(MAKE) --no-print-directory $(KERNELS) || true
+
+serve: $(VENV)/.serve kernels
 	$(PY) -m service --port $(PORT)
 
 # Real Prometheus, promtool and nginx are used by the tests, wrk by the load generator, Chromium by the page's
@@ -38,7 +48,7 @@ data: $(VENV)/bin/python
 		{ echo "make test needs Multi30k (task 1) and could not download it: set MULTI30K_DIR to a folder of its {split}.{lang}.gz files, or run 'python -m model.download multi30k --out data/multi30k' where the network allows"; \
 		rm -rf "$(MULTI30K_DIR)"; exit 1; }
 
-test: $(VENV)/.dev system-deps data
+test: $(VENV)/.dev system-deps data $(KERNELS)
 	$(PY) -m pytest -q
 
 # Every benchmark of BENCHMARKS.md, one after the other (well over an hour on 2 cores; `python -m bench --list` names
@@ -51,4 +61,4 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache $(KERNELS)

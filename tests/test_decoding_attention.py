@@ -1,7 +1,6 @@
 """bench.studies.decoding_attention compares like with like: its GroupQueryAttention step computes what the
 exported step does (logits, the caches written in place, the best tokens), at rows of different positions. (Its
-kernels variant needs a library built from C++ with ONNX Runtime's headers, which the test machines lack; the study
-reports that variant's agreement with the export at every run.)"""
+kernels variant is the service's: tests/test_attention_kernels.py.)"""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 attention (a ScatterND slot write and an ONNX Attention node, model.transformer.DecoderLayer).
 
     python -m bench.studies.decoding_attention [--checkpoint models/en-de/model.pt] [--rows 1 4 16 64]
-                                               [--slots 24] [--rounds 8] [--precision fp32] [--kernels LIB]
+                                               [--slots 24] [--rounds 8] [--precision fp32]
                                                [--variant-folder DIR --model-dir DIR]
                                                [--name decoding-attention] [--out bench/results]
 
@@ -11,13 +11,14 @@ variants with the same inputs and outputs (so that any of them serves as a folde
 - group-query: each self-attention one com.microsoft GroupQueryAttention of ONNX Runtime (GroupQueryStep): one Gemm
   for the packed query, key and value, the slot written in place at each row's position, attention over positions
   0..p alone, no index or mask built;
-- kernels (with --kernels, a library built from decoding_attention.cc beside this file): every attention, self and
-  cross, one custom operator of our own (KernelStep), the slot write included.
+- kernels (where service.engine.kernels.build has built them): the export with every attention, self and cross, one
+  operator of our own, the slot write included, as the service runs it on the CPU (service.engine.kernels.graph).
 --precision int8 quantizes the export and group-query as export.quantize makes a folder's int8 graphs (the kernels
-variant is fp32 only). Each graph runs on the CPU provider with one thread and the service's session options, the
-caches bound in place as service.engine.decoder.OrtDecoder binds them, at each row count with `slots` cache slots
-(positions drawn below it); reported are each variant's agreement with the export (logits, caches, best tokens) and
-the CPU time of one run, the median over interleaved rounds of the mean of many runs, and its time over the export's.
+variant rewrites the quantized export). Each graph runs on the CPU provider with one thread and the service's
+session options, the caches bound in place as service.engine.decoder.OrtDecoder binds them, at each row count with
+`slots` cache slots (positions drawn below it); reported are each variant's agreement with the export (logits,
+caches, best tokens) and the CPU time of one run, the median over interleaved rounds of the mean of many runs, and
+its time over the export's.
 
 ONNX Runtime 1.31 has GroupQueryAttention kernels on the CPU in fp32 and on CUDA in fp16 and bf16 only
 (tests/data/ort-1.31-cuda-kernels.json): a folder's fp32 graphs, which also run on CUDA, could not use it.
@@ -52,6 +53,8 @@ from export.graphs import DecoderGraph, export_decoder, flatten, pairs
 from export.quantize import quantize_int8
 from model.checkpoint import load_model
 from model.transformer import MultiHeadAttention
+from service.engine.kernels import built_library
+from service.engine.kernels.graph import with_attention_kernels
 from service.engine.sessions import CPU_UNFUSED, session_options
 
 
@@ -112,41 +115,15 @@ class GroupQueryStep(VariantStep):
         return a.w_o(out[:, 0, :]), cache_k, cache_v
 
 
-def our_self_attention(q: Tensor, k: Tensor, v: Tensor, cache_k: Tensor, cache_v: Tensor, positions: Tensor,
-                       n_heads: int) -> tuple[Tensor, Tensor, Tensor]:
-    """decoding_attention.cc's DecoderSelfAttention: one step's (N, D) projections, the slot written in place."""
-    return torch.onnx.ops.symbolic_multi_out(
-        "ours::DecoderSelfAttention", (q, k, v, cache_k, cache_v, positions), {"num_heads": n_heads},
-        dtypes=(q.dtype, cache_k.dtype, cache_v.dtype), shapes=(q.shape, cache_k.shape, cache_v.shape), version=1)
-
-
-def our_cross_attention(q: Tensor, cross_k: Tensor, cross_v: Tensor, src_mask: Tensor) -> Tensor:
-    """decoding_attention.cc's DecoderCrossAttention: one step's (N, D) queries over the encoder's keys and values."""
-    return torch.onnx.ops.symbolic("ours::DecoderCrossAttention", (q, cross_k, cross_v, src_mask), {},
-                                   dtype=q.dtype, shape=q.shape, version=1)
-
-
-class KernelStep(VariantStep):
-    """Every attention one operator of decoding_attention.cc."""
-
-    def self_attention(self, a, h, cache_k, cache_v, positions, slots):
-        out, cache_k, cache_v = our_self_attention(a.w_q(h), a.w_k(h), a.w_v(h), cache_k, cache_v, positions,
-                                                   a.n_heads)
-        return a.w_o(out), cache_k, cache_v
-
-    def cross_attention(self, c, h, cross_k, cross_v, src_mask):
-        return c.w_o(our_cross_attention(c.w_q(h), cross_k, cross_v, src_mask))
-
-
 SOURCE = 14  # source tokens of the step's rows, padding included (each row's own length drawn below it)
-VARIANTS = {"export": DecoderGraph, "group-query": GroupQueryStep, "kernels": KernelStep}  # the step graphs
+VARIANTS = {"export": DecoderGraph, "group-query": GroupQueryStep}  # the step graphs exported
 
 
-def cpu_session(path: Path, kernels: Path | None, optimized: Path | None = None) -> ort.InferenceSession:
-    """A session as the service makes it on the CPU, one thread, with our operators' library where given."""
-    options = session_options(1, "all", spin_threads=False)
-    if kernels:
-        options.register_custom_ops_library(str(kernels))
+def cpu_session(path: Path, optimized: Path | None = None) -> ort.InferenceSession:
+    """A session as the service makes it on the CPU, one thread, with our kernels' library where built."""
+    options, library = session_options(1, "all", spin_threads=False), built_library()
+    if library:
+        options.register_custom_ops_library(str(library))
     if optimized:
         options.optimized_model_filepath = str(optimized)
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"],
@@ -157,8 +134,8 @@ class BoundStep:
     """One graph's session with a step's inputs bound as bench.offline.gpu_check binds them (each self-attention cache
     written in place), and its logits too."""
 
-    def __init__(self, path: Path, arrays: dict[str, np.ndarray], kernels: Path | None = None):
-        self.session = cpu_session(path, kernels)
+    def __init__(self, path: Path, arrays: dict[str, np.ndarray]):
+        self.session = cpu_session(path)
         self.binding, held = step_binding(self.session, arrays, "cpu")
         self.binding.bind_output(GraphIO.LOGITS)
         self.caches = dict(zip([n for n in arrays if n.startswith((f"{GraphIO.SELF}_", f"{GraphIO.CROSS}_"))], held))
@@ -188,11 +165,11 @@ def agreement(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, f
     }
 
 
-def measure(graphs: dict[str, Path], bucket: Bucket, cfg: ModelConfig, rounds: int, kernels: Path | None) -> dict:
+def measure(graphs: dict[str, Path], bucket: Bucket, cfg: ModelConfig, rounds: int) -> dict:
     """Each graph's agreement with the first (the export) on the same inputs, and its time of one run over rounds in
     turn."""
     arrays = step_arrays(bucket, cfg, np.random.default_rng(bucket.rows))
-    steps = {name: BoundStep(path, arrays, kernels) for name, path in graphs.items()}
+    steps = {name: BoundStep(path, arrays) for name, path in graphs.items()}
     outputs = {name: step.run() for name, step in steps.items()}
     runs = max(100, 4000 // bucket.rows)
     times: dict[str, list[float]] = {name: [] for name in steps}
@@ -223,9 +200,9 @@ def report(results: list[dict], checkpoint: str, precision: str, nodes: dict[str
             "of the rounds.\n\n" + markdown_table(header, rows))
 
 
-def optimized_nodes(path: Path, kernels: Path | None) -> int:
+def optimized_nodes(path: Path) -> int:
     with tempfile.TemporaryDirectory() as tmp:
-        cpu_session(path, kernels, optimized=Path(tmp) / "optimized.onnx")
+        cpu_session(path, optimized=Path(tmp) / "optimized.onnx")
         return len(onnx.load(str(Path(tmp) / "optimized.onnx")).graph.node)
 
 
@@ -236,7 +213,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--slots", type=int, default=24, help="self-attention cache slots")
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--precision", choices=["fp32", "int8"], default="fp32")
-    p.add_argument("--kernels", type=Path, help="a library built from decoding_attention.cc: adds that variant")
     p.add_argument("--variant-folder", type=Path, help="write a copy of --model-dir with the variant decoder here")
     p.add_argument("--model-dir", type=Path, help="the checkpoint's model folder (for --variant-folder)")
     p.add_argument("--name", default="decoding-attention")
@@ -244,24 +220,26 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     torch.manual_seed(0)
     model = load_model(args.checkpoint)
-    if args.kernels and args.precision != "fp32":
-        p.error("the kernels are fp32 only")
-    variants = {name: step for name, step in VARIANTS.items() if name != "kernels" or args.kernels}
     with tempfile.TemporaryDirectory() as tmp:
-        graphs = {name: Path(tmp) / f"{name}.onnx" for name in variants}
-        for name, step in variants.items():
+        graphs = {name: Path(tmp) / f"{name}.onnx" for name in VARIANTS}
+        for name, step in VARIANTS.items():
             export_decoder(model, graphs[name], step)
             if args.precision == "int8":
                 quantize_int8(graphs[name], graphs[name])
+        if built_library():
+            graphs["kernels"] = Path(tmp) / "kernels.onnx"
+            onnx.save(with_attention_kernels(onnx.load(str(graphs["export"]))), str(graphs["kernels"]))
+        else:
+            print("attention kernels not built (python -m service.engine.kernels.build): that variant left out")
         if args.variant_folder:
             if not args.model_dir:
                 p.error("--variant-folder needs --model-dir")
             shutil.copytree(args.model_dir, args.variant_folder, dirs_exist_ok=True)
             shutil.copy(graphs["group-query"], args.variant_folder / graph_names(args.precision)["decoder"])
-        nodes = {name: optimized_nodes(path, args.kernels) for name, path in graphs.items()}
+        nodes = {name: optimized_nodes(path) for name, path in graphs.items()}
         results = []
         for rows in args.rows:
-            results.append(measure(graphs, Bucket(rows, args.slots, SOURCE), model.cfg, args.rounds, args.kernels))
+            results.append(measure(graphs, Bucket(rows, args.slots, SOURCE), model.cfg, args.rounds))
             for name, v in results[-1]["variants"].items():
                 print(f"{rows} rows, {name}: {v['ratio']:.2f}× the export's time, best tokens equal "
                       f"{v['best_token_equal']:.3f}", flush=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+import onnx
 import onnxruntime as ort
 
 from core.folder import FolderConfig, GraphIO
@@ -22,6 +23,8 @@ from core.search import Hypothesis, SearchOptions, search
 from service.engine.cache_graphs import fit_graph, join_graph, put_graph, select_graph
 from service.engine.decoder import OrtDecoder
 from service.engine.graphed import BucketStore, SwitchingDecoder, captured_store
+from service.engine.kernels import built_library
+from service.engine.kernels.graph import KernelsRefused, with_attention_kernels
 from service.engine.memory import trim_malloc
 
 log = logging.getLogger(__name__)
@@ -98,6 +101,7 @@ class ModelSessions:
         optimization: str = "all",
         spin_threads: bool = True,
         cuda_graphs: bool = False,
+        attention_kernels: bool = True,
     ):
         self.model_dir = Path(model_dir)
         self.config = FolderConfig.load(self.model_dir)
@@ -123,7 +127,9 @@ class ModelSessions:
         self.options = session_options(threads, optimization, spin_threads=False)
         self.step_options = session_options(threads, optimization, spin_threads)
         self.encoder = self._session(graphs["encoder"])
-        self.decoder = self._session(graphs["decoder"], self.step_options)
+        # "kernels" where the step runs our attention kernels (service.engine.kernels), "onnx" where it runs as exported
+        self.attention = "onnx"
+        self.decoder = self._decoder(graphs["decoder"], attention_kernels)
         if GraphIO.POSITIONS not in {x.name for x in self.decoder.get_inputs()}:
             raise ValueError(f"{self.model_dir} holds graphs of an older export (a cache that grows by concatenation, "
                              "no positions); export its model.pt again with `python -m export`")
@@ -148,6 +154,23 @@ class ModelSessions:
                      else ["CPUExecutionProvider"])
         return ort.InferenceSession(source, options or self.options, providers=providers,
                                     disabled_optimizers=None if self.on_gpu else CPU_UNFUSED)
+
+    def _decoder(self, graph: str, attention_kernels: bool) -> ort.InferenceSession:
+        """The decoder step's session: on the CPU, each attention one kernel of ours where asked and possible (the
+        reason logged where not), else the step as exported."""
+        if attention_kernels and not self.on_gpu:
+            library = built_library()
+            try:
+                if library is None:
+                    raise KernelsRefused("not built (`make serve` builds them: python -m service.engine.kernels.build)")
+                step = with_attention_kernels(onnx.load(str(self.model_dir / graph)))
+                self.step_options.register_custom_ops_library(str(library))
+                session = self._session(step.SerializeToString(), self.step_options)
+                self.attention = "kernels"
+                return session
+            except KernelsRefused as why:
+                log.warning("attention kernels not used for %s: %s", self.model_dir / graph, why)
+        return self._session(graph, self.step_options)
 
     @property
     def name(self) -> str:

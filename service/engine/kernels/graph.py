@@ -1,0 +1,105 @@
+"""The exported decoder step with each attention one operator of decoding_attention.cc: a rewrite of its graph.
+
+export.graphs' step computes each attention as (model.transformer.DecoderLayer):
+    self:   new_k = ScatterND(self_k, index, Reshape(k))   new_v likewise          (the slot write)
+            out = Reshape(Attention(Reshape(q), new_k, new_v, mask from positions))
+    cross:  out = Reshape(Attention(Reshape(q), cross_k, cross_v, mask from src_mask))
+with q, k, v the (N, D) projections. The rewrite puts in place of each
+    ours.DecoderSelfAttention(q, k, v, self_k, self_v, positions) -> out, new_k, new_v
+    ours.DecoderCrossAttention(q, cross_k, cross_v, src_mask) -> out
+and drops what nothing reads any more (the index, the masks, the reshapes). Every name the rest of the graph reads
+stays, so the int8 graphs, whose projections differ, rewrite alike. A graph of another shape is refused with the
+reason (KernelsRefused), and its session runs the step as exported.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import NodeProto, helper
+
+from core.folder import GraphIO
+
+DOMAIN = "ours"
+
+
+class KernelsRefused(ValueError):
+    """The graph is not the exported step these kernels replace the attention of."""
+
+
+def with_attention_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of the decoder step `model` with every Attention node, and the slot writes before it, ours."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    graph = model.graph
+    producer = {out: node for node in graph.node for out in node.output}
+    inputs = {x.name for x in graph.input}
+    replaced: dict[str, NodeProto | None] = {}  # a node, by its first output -> its replacement, None where it goes
+
+    attentions = [node for node in graph.node if node.op_type == "Attention" and node.domain in ("", "ai.onnx")]
+    if not attentions:
+        raise KernelsRefused("the step has no Attention node (a graph of an older export?)")
+    caches = [x for x in graph.input if x.name.startswith(f"{GraphIO.SELF}_")]
+    if any(x.type.tensor_type.elem_type != onnx.TensorProto.FLOAT for x in caches):
+        raise KernelsRefused("the kernels are fp32; this step's caches are not")
+    for attention in attentions:
+        if attention.attribute or len(attention.input) != 4:
+            raise KernelsRefused(f"{attention.name} is not the exported attention (attributes, or inputs other than "
+                                 "query, keys, values and mask)")
+        query, keys, values = attention.input[:3]
+        out = single_reader(graph, attention.output[0], "Reshape")
+        q = reshaped(producer, query)
+        if keys in inputs and values in inputs:  # cross-attention over the encoder's keys and values
+            ours = helper.make_node("DecoderCrossAttention", [q, keys, values, GraphIO.SRC_MASK], [out.output[0]],
+                                    domain=DOMAIN, name=f"{attention.name}_ours")
+        else:
+            k_write, v_write = slot_write(producer, keys, inputs), slot_write(producer, values, inputs)
+            ours = helper.make_node(
+                "DecoderSelfAttention",
+                [q, reshaped(producer, k_write.input[2]), reshaped(producer, v_write.input[2]), k_write.input[0],
+                 v_write.input[0], GraphIO.POSITIONS],
+                [out.output[0], keys, values], domain=DOMAIN, name=f"{attention.name}_ours")
+            replaced[k_write.output[0]] = replaced[v_write.output[0]] = None
+        replaced[attention.output[0]], replaced[out.output[0]] = ours, None
+
+    nodes = [replaced.get(node.output[0], node) for node in graph.node]
+    del graph.node[:]
+    graph.node.extend(live([node for node in nodes if node is not None], graph))
+    used = {name for node in graph.node for name in node.input}
+    kept = [weight for weight in graph.initializer if weight.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
+    return model
+
+
+def single_reader(graph: onnx.GraphProto, name: str, op_type: str) -> NodeProto:
+    readers = [node for node in graph.node if name in node.input]
+    if len(readers) != 1 or readers[0].op_type != op_type:
+        raise KernelsRefused(f"{name} is read by {[node.op_type for node in readers]}, not by one {op_type}")
+    return readers[0]
+
+
+def reshaped(producer: dict[str, NodeProto], name: str) -> str:
+    """What the Reshape that made `name` reshaped: a projection (N, D)."""
+    node = producer.get(name)
+    if node is None or node.op_type != "Reshape":
+        raise KernelsRefused(f"{name} is not a Reshape's output")
+    return node.input[0]
+
+
+def slot_write(producer: dict[str, NodeProto], name: str, inputs: set[str]) -> NodeProto:
+    """The ScatterND that wrote a row's keys or values into a cache given as the graph's input."""
+    node = producer.get(name)
+    if node is None or node.op_type != "ScatterND" or node.input[0] not in inputs:
+        raise KernelsRefused(f"{name} is not a cache input's slot write (ScatterND)")
+    return node
+
+
+def live(nodes: list[NodeProto], graph: onnx.GraphProto) -> list[NodeProto]:
+    """The nodes that the graph's outputs need, in their order."""
+    needed = {x.name for x in graph.output}
+    kept = []
+    for node in reversed(nodes):
+        if needed.intersection(node.output):
+            kept.append(node)
+            needed.update(node.input)
+    return kept[::-1]
