@@ -30,7 +30,7 @@ RUN apt-get update \
 
 # The virtual environment, built where pip, its cache and the sources can stay behind. The venv's python
 # links to the base's, so each flavour builds its own.
-# The CPU image also builds our attention kernels (service/engine/kernels) into the installed package: g++ here
+# The CPU image also builds our decoder-step kernels (service/engine/kernels) into the installed package: g++ here
 # only, and for any x86-64-v2 CPU (KERNELS_MARCH), since the image may run on another machine than its build's.
 FROM cpu-base AS cpu-build
 # hadolint ignore=DL3008

@@ -22,11 +22,11 @@ $(VENV)/.dev: $(VENV)/bin/python pyproject.toml
 	$(PIP) install -q -e '.[train,dev]'
 	touch $@
 
-# Our attention kernels for the CPU (service/engine/kernels): g++ and ONNX Runtime's headers (fetched from Debian's
-# archive where the system has none). `make serve` goes on without them (the service then runs ONNX Runtime's
-# attention, and says so); the tests need them.
-KERNELS := service/engine/kernels/libdecoding_attention.so
-$(KERNELS): service/engine/kernels/decoding_attention.cc service/engine/kernels/build.py | $(VENV)/bin/python
+# Our decoder-step kernels for the CPU (service/engine/kernels): g++ and ONNX Runtime's headers (fetched from
+# Debian's archive where the system has none). `make serve` goes on without them (the service then runs the step as
+# exported, and says so); the tests need them.
+KERNELS := service/engine/kernels/libdecoder_step.so
+$(KERNELS): service/engine/kernels/decoder_step.cc service/engine/kernels/build.py | $(VENV)/bin/python
 	$(PY) -m service.engine.kernels.build
 
 kernels: $(VENV)/.serve

@@ -65,11 +65,11 @@ class Settings(BaseSettings):
         "the reason is logged and the usual decoder runs; a running batch of more than 64 rows steps eagerly. Off: "
         "on one H200 the buckets were 1.32× as fast at batch 1 and slower from 256 rows (README, Benchmarks)"
     )
-    attention_kernels: bool = Field(
-        True, description="on the CPU provider, run the decoder step's attention with our own kernels "
-        "(service/engine/kernels, built by `make serve`; BENCHMARKS.md, \"Attention kernels of our own, in the "
-        "service\"); where they are not built, or the graph is not of our export, the reason is logged and the step "
-        "runs as exported"
+    kernels: bool = Field(
+        True, description="on the CPU provider, run the decoder step with kernels of our own: each attention, and "
+        "the best tokens' log-probabilities (service/engine/kernels, built by `make serve`; BENCHMARKS.md, \"Kernels "
+        "of our own in the decoder step\"); where they are not built, or the graph is not of our export, the reason "
+        "is logged and the step runs as exported"
     )
     max_batch_sentences: int = Field(
         64, ge=1, description="sentences in the running batch at once (beams count once); the first sentence of a "

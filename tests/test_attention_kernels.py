@@ -1,5 +1,5 @@
-"""Our attention kernels (service.engine.kernels) compute the exported decoder step: the rewritten graph gives the
-export's logits, caches and best tokens at rows of different positions, in fp32 and int8, on one thread and two;
+"""Our kernels (service.engine.kernels) compute the exported decoder step: the rewritten graph gives the export's
+logits, caches, top tokens and their log-probabilities at rows of different positions, in fp32 and int8;
 the service's sessions run them on the CPU and translate as the export does; a graph they do not fit, or a library
 not built, leaves the step as exported, the reason logged. `make test` builds the library first
 (python -m service.engine.kernels.build)."""
@@ -11,8 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 import torch
+from onnx import TensorProto, helper
 
 from bench.offline.gpu_check import Bucket, step_arrays
 from bench.studies.decoding_attention import BoundStep, agreement
@@ -23,7 +25,7 @@ from model.config import preset
 from model.transformer import Transformer
 from service.engine import sessions
 from service.engine.kernels import built_library
-from service.engine.kernels.graph import KernelsRefused, with_attention_kernels
+from service.engine.kernels.graph import KernelsRefused, with_kernels
 from service.engine.translator import Translator
 
 pytestmark = [
@@ -53,14 +55,15 @@ def graphs(request, tmp_path_factory, model: Transformer) -> dict[str, Path]:
     export_decoder(model, export)
     if request.param == "int8":
         quantize_int8(export, export)
-    onnx.save(with_attention_kernels(onnx.load(str(export))), str(kernels))
+    onnx.save(with_kernels(onnx.load(str(export))), str(kernels))
     return {"export": export, "kernels": kernels}
 
 
-def test_each_attention_is_one_operator_of_ours(graphs):
+def test_each_attention_and_the_top_k_is_one_operator_of_ours(graphs):
     ops = [node.op_type for node in onnx.load(str(graphs["kernels"])).graph.node]
     assert ops.count("DecoderSelfAttention") == ops.count("DecoderCrossAttention") == 2
-    assert not {"Attention", "ScatterND"} & set(ops)
+    assert ops.count("TopLogSoftmax") == 1
+    assert not {"Attention", "ScatterND", "LogSoftmax", "TopK"} & set(ops)
     exported = [node.op_type for node in onnx.load(str(graphs["export"])).graph.node]
     assert len(ops) < len(exported) - 20  # the slot index, the masks and the reshapes went with them
 
@@ -72,20 +75,21 @@ def test_the_kernels_compute_the_exported_step(library, graphs, model, rows):
     same = agreement(export.run(), kernels.run())
     assert same["logits_max_abs_diff"] < 1e-4
     assert same["caches_max_abs_diff"] < 1e-6  # each row's slot written in place, the others left as they were
-    assert same["best_token_equal"] == 1.0
+    assert same["top_tokens_equal"] == 1.0  # all of the top-k, in order
+    assert same["top_logp_max_abs_diff"] < 1e-5
 
 
 @pytest.fixture(scope="module")
 def translators(library, tiny_model_dir: Path) -> dict[tuple[bool, int], Translator]:
-    return {(kernels, threads): Translator(tiny_model_dir, provider="cpu", threads=threads, attention_kernels=kernels)
+    return {(kernels, threads): Translator(tiny_model_dir, provider="cpu", threads=threads, kernels=kernels)
             for kernels in (False, True) for threads in (1, 2)}
 
 
 def test_the_cpu_sessions_run_the_kernels_unless_told_not_to(translators):
-    assert {key: t.attention for key, t in translators.items()} == {
-        (False, 1): "onnx", (False, 2): "onnx", (True, 1): "kernels", (True, 2): "kernels"}
+    assert {key: t.kernels for key, t in translators.items()} == {
+        (False, 1): False, (False, 2): False, (True, 1): True, (True, 2): True}
     ops = {node.op_type for node in onnx.load(str(translators[True, 1].model_dir / "decoder.onnx")).graph.node}
-    assert "Attention" in ops  # the folder's graph is left as exported: the rewrite is the session's
+    assert {"Attention", "TopK"} <= ops  # the folder's graph is left as exported: the rewrite is the session's
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])
@@ -105,18 +109,48 @@ def test_a_graph_of_another_shape_is_refused(graphs):
     attention = next(node for node in step.graph.node if node.op_type == "Attention")
     attention.attribute.append(onnx.helper.make_attribute("is_causal", 1))
     with pytest.raises(KernelsRefused, match="not the exported attention"):
-        with_attention_kernels(step)
+        with_kernels(step)
     step = onnx.load(str(graphs["export"]))
     attention = next(node for node in step.graph.node if node.op_type == "Attention")
     attention.input[1] = attention.input[0]  # keys that are not a cache's slot write
     with pytest.raises(KernelsRefused, match="slot write"):
-        with_attention_kernels(step)
+        with_kernels(step)
 
 
 def test_without_the_library_the_step_runs_as_exported(tiny_model_dir, monkeypatch, caplog):
     monkeypatch.setattr(sessions, "built_library", lambda: None)
     with caplog.at_level(logging.WARNING, logger=sessions.__name__):
         translator = Translator(tiny_model_dir, provider="cpu", threads=1)
-    assert translator.attention == "onnx"
-    assert "attention kernels not used" in caplog.text and "not built" in caplog.text
+    assert not translator.kernels
+    assert "our kernels not used" in caplog.text and "not built" in caplog.text
     assert translator.translate(["Ein Hund läuft."])[0][0].text
+
+
+def top_k_graph(ours: bool) -> bytes:
+    """top_logp, top_tokens of (N, V) logits: ONNX's TopK(LogSoftmax) as exported, or our TopLogSoftmax."""
+    inputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", "v"]),
+              helper.make_tensor_value_info("width", TensorProto.INT64, [1])]
+    outputs = [helper.make_tensor_value_info("top_logp", TensorProto.FLOAT, ["n", "k"]),
+               helper.make_tensor_value_info("top_tokens", TensorProto.INT64, ["n", "k"])]
+    if ours:
+        nodes = [helper.make_node("TopLogSoftmax", ["logits", "width"], ["top_logp", "top_tokens"], domain="ours")]
+    else:
+        nodes = [helper.make_node("LogSoftmax", ["logits"], ["logp"], axis=-1),
+                 helper.make_node("TopK", ["logp", "width"], ["top_logp", "top_tokens"], axis=-1)]
+    graph = helper.make_graph(nodes, "top_k", inputs, outputs)
+    imports = [helper.make_opsetid("", 23), helper.make_opsetid("ours", 1)]
+    return helper.make_model(graph, opset_imports=imports, ir_version=10).SerializeToString()
+
+
+@pytest.mark.parametrize("width", [1, 8, 50])
+def test_the_top_k_orders_ties_and_banned_tokens_as_onnx_does(library, width):
+    logits = np.random.default_rng(width).standard_normal((7, 50)).astype(np.float32).round(1)  # many ties
+    logits[:, 3] = -np.inf  # a banned token (a Marian model's <pad>)
+    logits[0] = 0.5  # a row of equals
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(str(library))
+    feeds = {"logits": logits, "width": np.array([width])}
+    theirs, ours = (ort.InferenceSession(top_k_graph(mine), options, providers=["CPUExecutionProvider"])
+                    .run(None, feeds) for mine in (False, True))
+    np.testing.assert_array_equal(ours[1], theirs[1])
+    np.testing.assert_allclose(ours[0], theirs[0], atol=1e-5)

@@ -12,7 +12,8 @@ variants with the same inputs and outputs (so that any of them serves as a folde
   for the packed query, key and value, the slot written in place at each row's position, attention over positions
   0..p alone, no index or mask built;
 - kernels (where service.engine.kernels.build has built them): the export with every attention, self and cross, one
-  operator of our own, the slot write included, as the service runs it on the CPU (service.engine.kernels.graph).
+  operator of our own, the slot write included, and the log-softmax and top-k one more, as the service runs it on
+  the CPU (service.engine.kernels.graph).
 --precision int8 quantizes the export and group-query as export.quantize makes a folder's int8 graphs (the kernels
 variant rewrites the quantized export). Each graph runs on the CPU provider with one thread and the service's
 session options, the caches bound in place as service.engine.decoder.OrtDecoder binds them, at each row count with
@@ -54,7 +55,7 @@ from export.quantize import quantize_int8
 from model.checkpoint import load_model
 from model.transformer import MultiHeadAttention
 from service.engine.kernels import built_library
-from service.engine.kernels.graph import with_attention_kernels
+from service.engine.kernels.graph import with_kernels
 from service.engine.sessions import CPU_UNFUSED, session_options
 
 
@@ -139,14 +140,15 @@ class BoundStep:
         self.binding, held = step_binding(self.session, arrays, "cpu")
         self.binding.bind_output(GraphIO.LOGITS)
         self.caches = dict(zip([n for n in arrays if n.startswith((f"{GraphIO.SELF}_", f"{GraphIO.CROSS}_"))], held))
-        self.top_tokens = held[-2]
+        self.top_tokens, self.top_logp = held[-2:]
 
     def run(self) -> dict[str, np.ndarray]:
         """One run: its logits, its best tokens and its self-attention caches after it."""
         self.session.run_with_iobinding(self.binding)
         caches = {name: v.numpy() for name, v in self.caches.items() if name.startswith(f"{GraphIO.SELF}_")}
         logits = self.binding.get_outputs()[-1]  # bound last
-        return {**caches, GraphIO.LOGITS: logits.numpy(), GraphIO.TOP_TOKENS: self.top_tokens.numpy()}
+        return {**caches, GraphIO.LOGITS: logits.numpy(), GraphIO.TOP_TOKENS: self.top_tokens.numpy(),
+                GraphIO.TOP_LOGP: self.top_logp.numpy()}
 
     def microseconds(self, runs: int) -> float:
         started = time.process_time()
@@ -162,6 +164,8 @@ def agreement(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, f
         "logits_max_abs_diff": float(np.nanmax(np.abs(a[GraphIO.LOGITS] - b[GraphIO.LOGITS]))),
         "caches_max_abs_diff": max(float(np.abs(a[n] - b[n]).max()) for n in caches),
         "best_token_equal": float((a[GraphIO.TOP_TOKENS][:, 0] == b[GraphIO.TOP_TOKENS][:, 0]).mean()),
+        "top_tokens_equal": float((a[GraphIO.TOP_TOKENS] == b[GraphIO.TOP_TOKENS]).mean()),  # all `width` of them
+        "top_logp_max_abs_diff": float(np.nanmax(np.abs(a[GraphIO.TOP_LOGP] - b[GraphIO.TOP_LOGP]))),
     }
 
 
@@ -228,9 +232,9 @@ def main(argv: list[str] | None = None) -> None:
                 quantize_int8(graphs[name], graphs[name])
         if built_library():
             graphs["kernels"] = Path(tmp) / "kernels.onnx"
-            onnx.save(with_attention_kernels(onnx.load(str(graphs["export"]))), str(graphs["kernels"]))
+            onnx.save(with_kernels(onnx.load(str(graphs["export"]))), str(graphs["kernels"]))
         else:
-            print("attention kernels not built (python -m service.engine.kernels.build): that variant left out")
+            print("our kernels not built (python -m service.engine.kernels.build): that variant left out")
         if args.variant_folder:
             if not args.model_dir:
                 p.error("--variant-folder needs --model-dir")

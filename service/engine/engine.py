@@ -58,10 +58,10 @@ def load_model(folder: Path, settings: Settings, metrics: Metrics) -> tuple[list
     """A model folder's sessions, warm, behind a batcher; the pairs it serves."""
     s = settings
     model = ModelSessions(folder, s.precision, s.provider, s.threads, s.optimization, s.spin_threads,
-                          s.cuda_graphs, s.attention_kernels)
+                          s.cuda_graphs, s.kernels)
     warm_up(model)
-    log.info("model %s (%s) ready on %s (%s, attention: %s)", model.name, folder, model.provider, s.precision,
-             model.attention)
+    log.info("model %s (%s) ready on %s (%s%s)", model.name, folder, model.provider, s.precision,
+             ", our kernels" if model.kernels else "")
     metrics.model_info.labels(model.name, model.provider, s.precision).set(1)
     batcher = Batcher(model, metrics, model.name, s.max_batch_sentences, s.max_batch_tokens, s.max_wait_ms,
                       s.max_queue, s.release_memory_after_s, s.max_queue_work, s.max_queue_wait_s)

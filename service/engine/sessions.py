@@ -24,7 +24,7 @@ from service.engine.cache_graphs import fit_graph, join_graph, put_graph, select
 from service.engine.decoder import OrtDecoder
 from service.engine.graphed import BucketStore, SwitchingDecoder, captured_store
 from service.engine.kernels import built_library
-from service.engine.kernels.graph import KernelsRefused, with_attention_kernels
+from service.engine.kernels.graph import KernelsRefused, with_kernels
 from service.engine.memory import trim_malloc
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class ModelSessions:
         optimization: str = "all",
         spin_threads: bool = True,
         cuda_graphs: bool = False,
-        attention_kernels: bool = True,
+        kernels: bool = True,
     ):
         self.model_dir = Path(model_dir)
         self.config = FolderConfig.load(self.model_dir)
@@ -127,9 +127,8 @@ class ModelSessions:
         self.options = session_options(threads, optimization, spin_threads=False)
         self.step_options = session_options(threads, optimization, spin_threads)
         self.encoder = self._session(graphs["encoder"])
-        # "kernels" where the step runs our attention kernels (service.engine.kernels), "onnx" where it runs as exported
-        self.attention = "onnx"
-        self.decoder = self._decoder(graphs["decoder"], attention_kernels)
+        self.kernels = False  # whether the step runs our kernels (service.engine.kernels) or as exported
+        self.decoder = self._decoder(graphs["decoder"], kernels)
         if GraphIO.POSITIONS not in {x.name for x in self.decoder.get_inputs()}:
             raise ValueError(f"{self.model_dir} holds graphs of an older export (a cache that grows by concatenation, "
                              "no positions); export its model.pt again with `python -m export`")
@@ -155,21 +154,21 @@ class ModelSessions:
         return ort.InferenceSession(source, options or self.options, providers=providers,
                                     disabled_optimizers=None if self.on_gpu else CPU_UNFUSED)
 
-    def _decoder(self, graph: str, attention_kernels: bool) -> ort.InferenceSession:
-        """The decoder step's session: on the CPU, each attention one kernel of ours where asked and possible (the
-        reason logged where not), else the step as exported."""
-        if attention_kernels and not self.on_gpu:
+    def _decoder(self, graph: str, kernels: bool) -> ort.InferenceSession:
+        """The decoder step's session: on the CPU, with our kernels where asked and possible (the reason logged where
+        not), else the step as exported."""
+        if kernels and not self.on_gpu:
             library = built_library()
             try:
                 if library is None:
                     raise KernelsRefused("not built (`make serve` builds them: python -m service.engine.kernels.build)")
-                step = with_attention_kernels(onnx.load(str(self.model_dir / graph)))
+                step = with_kernels(onnx.load(str(self.model_dir / graph)))
                 self.step_options.register_custom_ops_library(str(library))
                 session = self._session(step.SerializeToString(), self.step_options)
-                self.attention = "kernels"
+                self.kernels = True
                 return session
             except KernelsRefused as why:
-                log.warning("attention kernels not used for %s: %s", self.model_dir / graph, why)
+                log.warning("our kernels not used for %s: %s", self.model_dir / graph, why)
         return self._session(graph, self.step_options)
 
     @property

@@ -1,19 +1,20 @@
-"""Attention kernels of our own for the decoder step on the CPU provider (decoding_attention.cc).
+"""Kernels of our own for the decoder step on the CPU provider (decoder_step.cc).
 
 The exported decoder step (export.graphs) writes each row's new keys and values into its cache slot with ScatterND
-and attends with ONNX's Attention node, building an index and a mask for them: portable, and what CUDA runs. On the
-CPU, ModelSessions instead registers the library built from decoding_attention.cc (service.engine.kernels.build) and
-runs the same step with each attention one operator of ours (service.engine.kernels.graph): the slot write, the dot
-products, the softmax and the weighted sum in one kernel, nothing else to dispatch. The micro model's step takes
-about 0.6x the time (BENCHMARKS.md, "Attention kernels of our own").
+and attends with ONNX's Attention node, building an index and a mask for them, and ends in LogSoftmax and TopK:
+portable, and what CUDA runs. On the CPU, ModelSessions instead registers the library built from decoder_step.cc
+(service.engine.kernels.build) and runs the same step with operators of ours in their place
+(service.engine.kernels.graph): each attention one kernel (the slot write, the dot products, the softmax and the
+weighted sum), and the best tokens' log-probabilities found without writing the vocabulary's (BENCHMARKS.md,
+"Kernels of our own in the decoder step").
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-SOURCE = Path(__file__).with_name("decoding_attention.cc")
-LIBRARY = Path(__file__).with_name("libdecoding_attention.so")
+SOURCE = Path(__file__).with_name("decoder_step.cc")
+LIBRARY = Path(__file__).with_name("libdecoder_step.so")
 
 
 def built_library() -> Path | None:

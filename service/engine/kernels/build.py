@@ -1,4 +1,4 @@
-"""Compile decoding_attention.cc into the library the CPU sessions register (service.engine.kernels.LIBRARY).
+"""Compile decoder_step.cc into the library the CPU sessions register (service.engine.kernels.LIBRARY).
 
     python -m service.engine.kernels.build [--march native] [--headers DIR]
 
@@ -6,7 +6,7 @@
 no Python package carries: --headers (or $ORT_INCLUDE_DIR), else /usr/include/onnxruntime (Debian 13's and Ubuntu's
 libonnxruntime-dev), else the headers of Debian 13's libonnxruntime-dev package, fetched once from Debian's archive
 (checked against its SHA-256) into ~/.cache/mt-service/. Exits 1 with the reason when it cannot build; the service
-then runs ONNX Runtime's own attention.
+then runs the step as exported.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def build(headers: Path, march: str) -> Path:
     """g++ -O3 -march=... -shared: the library, written beside its source."""
     compiler = os.environ.get("CXX", "g++")
     command = [compiler, "-O3", f"-march={march}", "-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math",
-               "-std=c++17", "-shared", "-fPIC", f"-I{headers}", str(SOURCE), "-o", str(LIBRARY)]
+               "-fopenmp-simd", "-std=c++17", "-shared", "-fPIC", f"-I{headers}", str(SOURCE), "-o", str(LIBRARY)]
     subprocess.run(command, check=True)
     return LIBRARY
 
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         library = build(find_headers(args.headers), args.march)
     except (OSError, RuntimeError, subprocess.CalledProcessError) as error:
-        print(f"attention kernels not built ({error}); the service will run ONNX Runtime's attention", file=sys.stderr)
+        print(f"kernels not built ({error}); the service will run the decoder step as exported", file=sys.stderr)
         return 1
     print(f"built {library}")
     return 0

@@ -1,12 +1,15 @@
-"""The exported decoder step with each attention one operator of decoding_attention.cc: a rewrite of its graph.
+"""The exported decoder step with operators of decoder_step.cc in place of its attention and its top-k: a rewrite of
+its graph.
 
 export.graphs' step computes each attention as (model.transformer.DecoderLayer):
     self:   new_k = ScatterND(self_k, index, Reshape(k))   new_v likewise          (the slot write)
             out = Reshape(Attention(Reshape(q), new_k, new_v, mask from positions))
     cross:  out = Reshape(Attention(Reshape(q), cross_k, cross_v, mask from src_mask))
-with q, k, v the (N, D) projections. The rewrite puts in place of each
+with q, k, v the (N, D) projections, and ends in top_logp, top_tokens = TopK(LogSoftmax(logits), width). The rewrite
+puts in their place
     ours.DecoderSelfAttention(q, k, v, self_k, self_v, positions) -> out, new_k, new_v
     ours.DecoderCrossAttention(q, cross_k, cross_v, src_mask) -> out
+    ours.TopLogSoftmax(logits, width) -> top_logp, top_tokens
 and drops what nothing reads any more (the index, the masks, the reshapes). Every name the rest of the graph reads
 stays, so the int8 graphs, whose projections differ, rewrite alike. A graph of another shape is refused with the
 reason (KernelsRefused), and its session runs the step as exported.
@@ -26,8 +29,9 @@ class KernelsRefused(ValueError):
     """The graph is not the exported step these kernels replace the attention of."""
 
 
-def with_attention_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of the decoder step `model` with every Attention node, and the slot writes before it, ours."""
+def with_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of the decoder step `model` with ours in place of every Attention node, the slot writes before it, and
+    the top-k."""
     model = onnx.ModelProto.FromString(model.SerializeToString())
     graph = model.graph
     producer = {out: node for node in graph.node for out in node.output}
@@ -59,6 +63,15 @@ def with_attention_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
                 [out.output[0], keys, values], domain=DOMAIN, name=f"{attention.name}_ours")
             replaced[k_write.output[0]] = replaced[v_write.output[0]] = None
         replaced[attention.output[0]], replaced[out.output[0]] = ours, None
+    top_k = producer.get(GraphIO.TOP_TOKENS)
+    log_softmax = producer.get(top_k.input[0]) if top_k is not None else None
+    last_axis = {"axis": -1, "largest": 1, "sorted": 1}
+    if (log_softmax is None or log_softmax.op_type != "LogSoftmax" or top_k.op_type != "TopK"
+            or not attributes(log_softmax, {"axis": -1}) or not attributes(top_k, last_axis)):
+        raise KernelsRefused("the step's top-k is not TopK(LogSoftmax(logits), width) over the vocabulary")
+    replaced[log_softmax.output[0]] = None
+    replaced[top_k.output[0]] = helper.make_node("TopLogSoftmax", [log_softmax.input[0], top_k.input[1]],
+                                                 list(top_k.output), domain=DOMAIN, name="top_log_softmax_ours")
 
     nodes = [replaced.get(node.output[0], node) for node in graph.node]
     del graph.node[:]
@@ -69,6 +82,12 @@ def with_attention_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
     graph.initializer.extend(kept)
     model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
     return model
+
+
+def attributes(node: NodeProto, wanted: dict[str, int]) -> bool:
+    """Whether the node's attributes are these (the value given where it has none), and no others."""
+    found = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    return set(found) <= set(wanted) and all(found.get(name, value) == value for name, value in wanted.items())
 
 
 def single_reader(graph: onnx.GraphProto, name: str, op_type: str) -> NodeProto:

@@ -1,7 +1,7 @@
-// The decoder step's attention as kernels of our own: ONNX Runtime custom operators for the CPU provider, fp32.
-// service.engine.kernels.graph puts them in place of the exported step's slot writes and Attention nodes;
-// service.engine.kernels.build compiles this file against ONNX Runtime's C/C++ headers (its C API is versioned:
-// a library built against 1.21's headers loads in the 1.31 runtime).
+// The decoder step's own kernels: ONNX Runtime custom operators for the CPU provider, fp32.
+// service.engine.kernels.graph puts them in place of the exported step's nodes; service.engine.kernels.build compiles
+// this file against ONNX Runtime's C/C++ headers (its C API is versioned: a library built against 1.21's headers
+// loads in the 1.31 runtime).
 //
 // ours.DecoderSelfAttention(q, k, v, cache_k, cache_v, positions) -> out, cache_k', cache_v'
 //     q, k, v (N, D): one step's projections; caches (N, H, L, Dh); positions (N,) int64. Row i's key and value go
@@ -10,10 +10,13 @@
 //     out[i] = softmax(q_i K^T / sqrt(Dh)) V over slots 0..positions[i].
 // ours.DecoderCrossAttention(q, cross_k, cross_v, src_mask) -> out
 //     The same over the encoder's keys and values (N, H, S, Dh), at the source positions src_mask (N, S) keeps.
+// ours.TopLogSoftmax(logits, width) -> top_logp, top_tokens
+//     Each row's `width` (a (1,) int64) best tokens and their log-probabilities, best first, the lower token first
+//     among equals: TopK(LogSoftmax(logits), width), without the (N, V) log-probabilities written and read again.
 //
-// Rows run in parallel on the session's intra-op threads. Both operators compute what ONNX's Attention computes for
-// one query (model.transformer.attention); -fassociative-math lets the compiler vectorize the dot products, a sum in
-// another order, as BLAS sums.
+// Rows run in parallel on the session's intra-op threads. The attention computes what ONNX's Attention computes for
+// one query (model.transformer.attention); -fassociative-math lets the compiler vectorize the dot products and the
+// sums, in another order, as BLAS sums, and -fopenmp-simd the largest of a block of logits.
 
 #define ORT_API_MANUAL_INIT
 #include "onnxruntime_cxx_api.h"
@@ -84,6 +87,64 @@ struct Rows {
   }
 };
 
+// e^x for x <= 0, as Cephes' expf: e^x = 2^n e^r with n = round(x / ln 2), |r| <= ln(2) / 2, and e^r its degree-7
+// polynomial; x is held above -87 (e^-87 ~ 1.6e-38, nothing beside e^0 in a sum). No branch: the loops that call
+// it vectorize.
+inline float exp_nonpositive(float x) {
+  x = std::max(x, -87.0f);
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // x - n ln(2), ln(2) in two parts
+  float p = 1.9875691500e-4f;
+  for (const float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) {
+    p = p * r + c;
+  }
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n as a float's exponent
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return (p * r * r + r + 1.0f) * scale;
+}
+
+// One row's best tokens: the top of the logits themselves (log-softmax keeps their order), then less the row's
+// log-sum-exp, log sum_j e^(x_j) = m + log sum_j e^(x_j - m) with m its largest logit.
+struct TopRows {
+  static constexpr int64_t BLOCK = 32;
+  const float* logits;
+  int64_t vocab, width;
+  float* top_logp;
+  int64_t* top_tokens;
+
+  static void run(void* rows, size_t row) { static_cast<TopRows*>(rows)->top_row(static_cast<int64_t>(row)); }
+
+  void top_row(int64_t r) {
+    const float* x = logits + r * vocab;
+    float* best = top_logp + r * width;
+    int64_t* tokens = top_tokens + r * width;
+    int64_t held = 0;
+    for (int64_t start = 0; start < vocab; start += BLOCK) {  // a block whose largest cannot enter is passed over
+      const int64_t end = std::min(start + BLOCK, vocab);
+      float largest = -INFINITY;
+#pragma omp simd reduction(max : largest)
+      for (int64_t j = start; j < end; ++j) largest = std::max(largest, x[j]);
+      if (held == width && !(largest > best[width - 1])) continue;
+      for (int64_t j = start; j < end; ++j) {  // insertion into the sorted best
+        if (held == width && !(x[j] > best[width - 1])) continue;
+        int64_t i = held < width ? held++ : width - 1;
+        for (; i > 0 && x[j] > best[i - 1]; --i) {
+          best[i] = best[i - 1];
+          tokens[i] = tokens[i - 1];
+        }
+        best[i] = x[j];
+        tokens[i] = j;
+      }
+    }
+    const float highest = best[0];
+    float total = 0.0f;
+    for (int64_t j = 0; j < vocab; ++j) total += exp_nonpositive(x[j] - highest);
+    const float log_sum_exp = highest + std::log(total);
+    for (int64_t i = 0; i < width; ++i) best[i] -= log_sum_exp;
+  }
+};
+
 struct SelfAttentionKernel {
   SelfAttentionKernel(const OrtApi&, const OrtKernelInfo*) {}
 
@@ -120,7 +181,24 @@ struct CrossAttentionKernel {
   }
 };
 
+struct TopLogSoftmaxKernel {
+  TopLogSoftmaxKernel(const OrtApi&, const OrtKernelInfo*) {}
+
+  void Compute(OrtKernelContext* context) {
+    Ort::KernelContext ctx(context);
+    auto logits = ctx.GetInput(0), width = ctx.GetInput(1);
+    const std::vector<int64_t> shape = logits.GetTensorTypeAndShapeInfo().GetShape();
+    const int64_t rows = shape[0], vocab = shape[1];
+    const int64_t k = std::min(width.GetTensorData<int64_t>()[0], vocab);
+    TopRows work{logits.GetTensorData<float>(), vocab, k,
+                 ctx.GetOutput(0, {rows, k}).GetTensorMutableData<float>(),
+                 ctx.GetOutput(1, {rows, k}).GetTensorMutableData<int64_t>()};
+    if (k > 0) ctx.ParallelFor(TopRows::run, static_cast<size_t>(rows), 0, &work);
+  }
+};
+
 constexpr ONNXTensorElementDataType FLOAT = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+constexpr ONNXTensorElementDataType INT64 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
 
 struct SelfAttentionOp : Ort::CustomOpBase<SelfAttentionOp, SelfAttentionKernel> {
   void* CreateKernel(const OrtApi& api, const OrtKernelInfo* info) const { return new SelfAttentionKernel(api, info); }
@@ -128,7 +206,7 @@ struct SelfAttentionOp : Ort::CustomOpBase<SelfAttentionOp, SelfAttentionKernel>
   const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
   size_t GetInputTypeCount() const { return 6; }
   ONNXTensorElementDataType GetInputType(size_t i) const {
-    return i == 5 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 : FLOAT;
+    return i == 5 ? INT64 : FLOAT;
   }
   size_t GetOutputTypeCount() const { return 3; }
   ONNXTensorElementDataType GetOutputType(size_t) const { return FLOAT; }
@@ -144,8 +222,19 @@ struct CrossAttentionOp : Ort::CustomOpBase<CrossAttentionOp, CrossAttentionKern
   ONNXTensorElementDataType GetOutputType(size_t) const { return FLOAT; }
 };
 
+struct TopLogSoftmaxOp : Ort::CustomOpBase<TopLogSoftmaxOp, TopLogSoftmaxKernel> {
+  void* CreateKernel(const OrtApi& api, const OrtKernelInfo* info) const { return new TopLogSoftmaxKernel(api, info); }
+  const char* GetName() const { return "TopLogSoftmax"; }
+  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
+  size_t GetInputTypeCount() const { return 2; }
+  ONNXTensorElementDataType GetInputType(size_t i) const { return i == 1 ? INT64 : FLOAT; }
+  size_t GetOutputTypeCount() const { return 2; }
+  ONNXTensorElementDataType GetOutputType(size_t i) const { return i == 1 ? INT64 : FLOAT; }
+};
+
 SelfAttentionOp self_attention;
 CrossAttentionOp cross_attention;
+TopLogSoftmaxOp top_log_softmax;
 
 }  // namespace
 
@@ -156,6 +245,7 @@ extern "C" OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options,
     auto* ours = new Ort::CustomOpDomain("ours");
     ours->Add(&self_attention);
     ours->Add(&cross_attention);
+    ours->Add(&top_log_softmax);
     return ours;
   }();
   Ort::UnownedSessionOptions(options).Add(*domain);
