@@ -117,12 +117,16 @@ def test_a_graph_of_another_shape_is_refused(graphs):
         with_kernels(step)
 
 
-def test_without_the_library_the_step_runs_as_exported(tiny_model_dir, monkeypatch, caplog):
-    monkeypatch.setattr(sessions, "built_library", lambda: None)
+@pytest.mark.parametrize("library", ["none", "not a library"])
+def test_without_a_library_the_step_runs_as_exported(tiny_model_dir, tmp_path, monkeypatch, caplog, library):
+    not_a_library = tmp_path / "libdecoder_step.so"
+    not_a_library.write_text("not a shared object")
+    monkeypatch.setattr(sessions, "built_library", lambda: None if library == "none" else not_a_library)
     with caplog.at_level(logging.WARNING, logger=sessions.__name__):
         translator = Translator(tiny_model_dir, provider="cpu", threads=1)
     assert not translator.kernels
-    assert "our kernels not used" in caplog.text and "not built" in caplog.text
+    assert "our kernels not used" in caplog.text
+    assert ("not built" if library == "none" else "Failed to load library") in caplog.text
     assert translator.translate(["Ein Hund läuft."])[0][0].text
 
 

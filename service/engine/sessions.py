@@ -29,6 +29,10 @@ from service.engine.memory import trim_malloc
 
 log = logging.getLogger(__name__)
 
+# What ONNX Runtime raises on a library or graph it refuses (pybind11 exceptions, each straight from Exception)
+ORT_ERRORS = (ort.capi.onnxruntime_pybind11_state.Fail, ort.capi.onnxruntime_pybind11_state.InvalidGraph,
+              ort.capi.onnxruntime_pybind11_state.InvalidArgument, ort.capi.onnxruntime_pybind11_state.NotImplemented)
+
 OPTIMIZATION_LEVELS = {
     "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -167,7 +171,7 @@ class ModelSessions:
                 session = self._session(step.SerializeToString(), self.step_options)
                 self.kernels = True
                 return session
-            except KernelsRefused as why:
+            except (KernelsRefused, *ORT_ERRORS) as why:  # a graph not ours; a library ONNX Runtime refuses
                 log.warning("our kernels not used for %s: %s", self.model_dir / graph, why)
         return self._session(graph, self.step_options)
 

@@ -3,10 +3,10 @@
     python -m service.engine.kernels.build [--march native] [--headers DIR]
 
 `make serve` and `make test` run it. It needs a C++ compiler (g++, or $CXX) and ONNX Runtime's C/C++ headers, which
-no Python package carries: --headers (or $ORT_INCLUDE_DIR), else /usr/include/onnxruntime (Debian 13's and Ubuntu's
-libonnxruntime-dev), else the headers of Debian 13's libonnxruntime-dev package, fetched once from Debian's archive
-(checked against its SHA-256) into ~/.cache/mt-service/. Exits 1 with the reason when it cannot build; the service
-then runs the step as exported.
+no Python package carries: --headers (or $ORT_INCLUDE_DIR; from ONNX Runtime 1.17, the first with the API the
+kernels use, to 1.31, the runtime's), else those of Debian 13's libonnxruntime-dev (1.21), fetched once from
+Debian's archive (checked against its SHA-256) into ~/.cache/mt-service/. Exits 1 with the reason when it cannot
+build; the service then runs the step as exported.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ HEADER = "onnxruntime_cxx_api.h"
 
 
 def find_headers(given: str | None) -> Path:
-    """A folder holding onnxruntime_cxx_api.h: the one given, the system's, or Debian's package fetched."""
-    for folder in (given, os.environ.get("ORT_INCLUDE_DIR"), "/usr/include/onnxruntime", CACHE):
+    """A folder holding onnxruntime_cxx_api.h: the one given, or Debian's package's, fetched once."""
+    for folder in (given, os.environ.get("ORT_INCLUDE_DIR"), CACHE):
         if folder and (Path(folder) / HEADER).exists():
             return Path(folder)
     return fetch_headers()

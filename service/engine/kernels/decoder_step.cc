@@ -240,7 +240,11 @@ TopLogSoftmaxOp top_log_softmax;
 
 // What SessionOptions.register_custom_ops_library calls: the operators, in the domain "ours".
 extern "C" OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api) {
-  Ort::InitApi(api->GetApi(ORT_API_VERSION));
+  const OrtApi* ours = api->GetApi(ORT_API_VERSION);
+  if (ours == nullptr) {  // a runtime older than the headers: an error, which the first API version can make
+    return api->GetApi(1)->CreateStatus(ORT_FAIL, "the kernels were built against a newer ONNX Runtime's headers");
+  }
+  Ort::InitApi(ours);
   static Ort::CustomOpDomain* domain = [] {  // once, however many sessions register it
     auto* ours = new Ort::CustomOpDomain("ours");
     ours->Add(&self_attention);
