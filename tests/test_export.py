@@ -492,7 +492,9 @@ def test_large_graphs_keep_their_weights_beside_them_and_translate_alike(
             assert any(w.data_location == onnx.TensorProto.EXTERNAL for w in weights), name
             onnx.checker.check_model(str(tmp_path / name))
         texts, opts = SENTENCES[:6], SearchOptions(beam_size=4, n_best=2)
-        beside = Translator(tmp_path, precision, provider="cpu", threads=1).translate(texts, opts)
+        translator = Translator(tmp_path, precision, provider="cpu", threads=1)
+        assert translator.kernels == (precision != "fp16"), precision  # our kernels read the weights beside it too
+        beside = translator.translate(texts, opts)
         assert beside == exported.translator(precision=precision).translate(texts, opts), precision
 
 

@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 ORT_ERRORS = (ort.capi.onnxruntime_pybind11_state.Fail, ort.capi.onnxruntime_pybind11_state.InvalidGraph,
               ort.capi.onnxruntime_pybind11_state.InvalidArgument, ort.capi.onnxruntime_pybind11_state.NotImplemented)
 
+# Where a graph given as bytes finds its external data (export.onnx_files: a large model's weights)
+EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
+
 OPTIMIZATION_LEVELS = {
     "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -166,7 +169,9 @@ class ModelSessions:
             try:
                 if library is None:
                     raise KernelsRefused("not built (`make serve` builds them: python -m service.engine.kernels.build)")
-                step = with_kernels(onnx.load(str(self.model_dir / graph)))
+                # the graph alone: a large model's weights stay in its external data, where ONNX Runtime reads them
+                step = with_kernels(onnx.load(str(self.model_dir / graph), load_external_data=False))
+                self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
                 self.step_options.register_custom_ops_library(str(library))
                 session = self._session(step.SerializeToString(), self.step_options)
                 self.kernels = True

@@ -30,9 +30,8 @@ class KernelsRefused(ValueError):
 
 
 def with_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of the decoder step `model` with ours in place of every Attention node, the slot writes before it, and
-    the top-k."""
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    """The decoder step `model`, rewritten in place, with ours in place of every Attention node, the slot writes
+    before it, and the top-k. Its weights are left where they are (in the graph, or beside it in external data)."""
     graph = model.graph
     producer = {out: node for node in graph.node for out in node.output}
     inputs = {x.name for x in graph.input}
