@@ -134,6 +134,20 @@ def test_buckets_are_kept_from_batch_to_batch(model: ModelSessions):
     assert {shape: (id(b), dict(b.steps)) for shape, b in store.buckets.items()} == buffers
 
 
+def test_slots_left_from_earlier_batches_are_never_read(model: ModelSessions):
+    """add leaves a new row's self-attention slots as they were: with every buffer of the buckets filled with
+    large values first, a batch translates as the eager decoder, whose new caches are zeros."""
+    store = BucketStore(model, model.decoder, capture=False)
+    batch, opts = sources(3, seed=7), SearchOptions(beam_size=2, n_best=2, max_length_extra=40)
+    search(BucketedDecoder(model, store), batch, opts, model.model_config)
+    rng = np.random.default_rng(0)
+    for bucket in store.buckets.values():
+        for value in [v for sets in (bucket.self_sets, bucket.cross_sets) for values in sets for v in values]:
+            value.update_inplace(rng.normal(0, 100, value.shape()).astype(np.float32))
+    assert_same(search(BucketedDecoder(model, store), batch, opts, model.model_config),
+                search(OrtDecoder(model), batch, opts, model.model_config))
+
+
 def test_setting_off_runs_the_eager_decoder(model: ModelSessions):
     assert model.buckets is None and isinstance(model.new_decoder(), OrtDecoder)
 

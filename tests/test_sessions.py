@@ -15,15 +15,14 @@ SPINNING = "session.intra_op.allow_spinning"
 
 def spins(model: ModelSessions) -> dict[str, bool]:
     sessions = {"encoder": model.encoder, "decoder": model.decoder, "select": model.select, "join": model.join,
-                "fit": model.fit, "put": model.put}
+                "fit": model.fit}
     return {name: s.get_session_options().get_session_config_entry(SPINNING) == "1" for name, s in sessions.items()}
 
 
 @pytest.mark.parametrize("spin_threads", [True, False])
 def test_only_the_decoders_threads_spin_and_only_when_asked(tiny_model_dir: Path, spin_threads: bool):
     model = ModelSessions(tiny_model_dir, provider="cpu", threads=2, spin_threads=spin_threads)
-    assert spins(model) == {"encoder": False, "decoder": spin_threads, "select": False, "join": False, "fit": False,
-                            "put": False}
+    assert spins(model) == {"encoder": False, "decoder": spin_threads, "select": False, "join": False, "fit": False}
 
 
 def test_the_decoders_threads_spin_by_default(tiny_model_dir: Path):

@@ -7,9 +7,8 @@ join     a_0, ..., b_0, ... , pads_b (8,) int64 -> y_i = concat(a_i, pad(b_i, pa
          longest source); with no rows in a, grows or cuts the caches' slots. pads_b is ONNX Pad's (begins of the
          4 axes, then ends). a is never padded: a Pad by zero would copy the running batch's caches once more
 fit      x_0, ..., rows (M,) int64, pads (8,) int64 -> y_i = pad(x_i[rows], pads)
-         the rows into a bucket of other shapes (service.engine.graphed): rows kept, slots or source grown or cut
-put      x_0, ..., b_0, ..., rows (M, 1) int64, pads (8,) int64 -> y_i = x_i with rows[j] set to pad(b_i, pads)[j]
-         new rows written into a bucket's caches; its outputs are bound to x's buffers, so it writes in place
+         rows into a bucket's buffers (service.engine.graphed): a batch into a bucket of other shapes (slots or
+         source grown or cut), or the joining sentences' encoder keys/values with the running rows'
 Built here, for the number of cache tensors and their type, rather than stored in the model folder.
 """
 
@@ -60,21 +59,6 @@ def fit_graph(count: int, dtype: int = TensorProto.FLOAT) -> bytes:
             helper.make_node("Pad", [f"g_{i}", "pads"], [f"y_{i}"]),
         ]
     return _model(helper.make_graph(nodes, "fit", [*xs, rows, pads], ys))
-
-
-def put_graph(count: int, dtype: int = TensorProto.FLOAT) -> bytes:
-    rows = helper.make_tensor_value_info("rows", TensorProto.INT64, ["M", 1])
-    pads = helper.make_tensor_value_info("pads", TensorProto.INT64, [8])
-    xs = [helper.make_tensor_value_info(f"x_{i}", dtype, SHAPE) for i in range(count)]
-    bs = [helper.make_tensor_value_info(f"b_{i}", dtype, ["M", "H", "L2", "Dh"]) for i in range(count)]
-    ys = [helper.make_tensor_value_info(f"y_{i}", dtype, SHAPE) for i in range(count)]
-    nodes = []
-    for i in range(count):
-        nodes += [
-            helper.make_node("Pad", [f"b_{i}", "pads"], [f"pb_{i}"]),
-            helper.make_node("ScatterND", [f"x_{i}", "rows", f"pb_{i}"], [f"y_{i}"]),
-        ]
-    return _model(helper.make_graph(nodes, "put", [*xs, *bs, rows, pads], ys))
 
 
 def _model(graph: onnx.GraphProto) -> bytes:

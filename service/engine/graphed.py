@@ -17,8 +17,9 @@ Where each write goes, so that no captured address ever changes:
 - a beam reorder, or sentences leaving, gathers the rows into the bucket's other set (a gather cannot run in place;
   a copy back would cost a second one): the sets take turns, each pair of them its own graph;
 - a batch that outgrows its bucket or shrinks below it (rows, slots or source) is fitted into the new bucket's first
-  sets, one copy (the cache graph fit); sentences that join are fitted in with the running rows, then their caches
-  are written into their rows in place (the cache graph put).
+  sets, one copy (the cache graph fit); the encoder keys/values of sentences that join are gathered with the running
+  rows' into the other cross set; their self-attention slots are not written at all (each is written by its row's
+  step before any step reads it).
 Buckets pay at a few rows, where a step is mostly kernel launches, and not at many (BENCHMARKS.md): a running batch
 of more than CAPTURED_ROWS rows steps eagerly (SwitchingDecoder), and its caches move into a bucket once it has
 shrunk to half as many. This also bounds the buckets' memory.
@@ -221,8 +222,12 @@ class BucketedDecoder:
         return run_graph(t, t.fit, "x", values, {"rows": rows, "pads": axis2_pads(length - now)}, into=into)
 
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+        """The new rows after the running ones. Their encoder keys/values go into the bucket's other cross set with
+        the running rows' (one gather; a join first where rows are running). Their self-attention slots are left as
+        they are: a row at position p writes slot p before it reads slots 0..p, so no slot is read before this
+        sentence wrote it. (On one H200 the write of zeros there was a fifth of a lone sentence's time, BENCHMARKS.)"""
         started = time.perf_counter()
-        t, cfg = self.model, self.model.model_config
+        t = self.model
         cross_kv, rows = encode(t, src, src_mask, repeat)
         running, new = len(self.positions), len(rows)
         length = max(self.src_mask.shape[1], src_mask.shape[1])
@@ -230,12 +235,13 @@ class BucketedDecoder:
         self.positions = np.concatenate([self.positions, np.zeros(new, dtype=np.int64)])
         shape = self._shape()
         bucket = self._move(shape, running)
-        at = np.arange(running, running + new)[:, None]
-        run_graph(t, t.put, "x", bucket.cross_sets[self.cross_set], {"rows": at, "pads": axis2_pads(
-            shape.source - src_mask.shape[1])}, second=("b", cross_kv), into=bucket.cross_sets[self.cross_set])
-        empty = np.zeros((new, cfg.n_heads, 0, cfg.d_head), np.float32)  # padded to zeros of every slot
-        run_graph(t, t.put, "x", bucket.self_sets[self.self_set], {"rows": at, "pads": axis2_pads(shape.slots)},
-                  second=("b", [empty] * len(t.self_names)), into=bucket.self_sets[self.self_set])
+        order = np.arange(new)
+        if running:  # the bucket's rows (running ones first), then the new ones, padded to its source
+            cross_kv = run_graph(t, t.join, "a", bucket.cross_sets[self.cross_set],
+                                 {"pads_b": axis2_pads(shape.source - src_mask.shape[1])}, second=("b", cross_kv))
+            order = np.concatenate([np.arange(running), shape.rows + order])
+        self.cross_set = 1 - self.cross_set
+        self._fit(cross_kv, pad_rows(order, shape.rows), shape.source, bucket.cross_sets[self.cross_set])
         self.encode_seconds += time.perf_counter() - started
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:

@@ -20,7 +20,7 @@ import onnxruntime as ort
 
 from core.folder import FolderConfig, GraphIO
 from core.search import Hypothesis, SearchOptions, search
-from service.engine.cache_graphs import fit_graph, join_graph, put_graph, select_graph
+from service.engine.cache_graphs import fit_graph, join_graph, select_graph
 from service.engine.decoder import OrtDecoder
 from service.engine.graphed import BucketStore, SwitchingDecoder, captured_store
 from service.engine.kernels import built_library
@@ -188,11 +188,6 @@ class ModelSessions:
     def fit(self) -> ort.InferenceSession:
         """The cache graph that fits rows into a bucket (service.engine.graphed alone uses it)."""
         return self._session(fit_graph(len(self.self_names)))
-
-    @cached_property
-    def put(self) -> ort.InferenceSession:
-        """The cache graph that writes new rows into a bucket in place."""
-        return self._session(put_graph(len(self.self_names)))
 
     def graphed_decoder(self) -> ort.InferenceSession:
         """A decoder session whose steps ONNX Runtime's CUDA provider captures, one graph per gpu_graph_id."""
