@@ -54,7 +54,8 @@ def test_check_runs_every_part_on_the_cpu_provider(tiny_model_dir: Path, tmp_pat
             "--max-slots", "16", "--out", str(tmp_path)]
     result = gpu_check.check(parse_args(argv), argv, gpu_check.CPU)
     assert [c["graph"] for c in result["contract"]] == ["encoder fp32", "decoder fp32", "encoder fp16", "decoder fp16",
-                                                        "select (service-built)", "join (service-built)"]
+                                                        "select (service-built)", "join (service-built)",
+                                                        "fit (service-built)"]
     assert all(c["missing"] == c["missing_optimized"] == c["shape_nodes"] == [] for c in result["contract"])
     assert all(s["nodes"] > 0 and s["off_provider"] == s["copies"] == [] for s in result["sessions"])
     assert {(s["precision"], s["rows"], s["slots"]) for s in result["steps"]} == {

@@ -27,7 +27,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from bench.offline.gpu import with_fp16
-from bench.offline.gpu_check import KERNEL_TABLE, Bucket, graph_dims, optimized_like_cuda
+from bench.offline.gpu_check import KERNEL_TABLE, Bucket, graph_dims, optimized_like_cuda, service_graphs
 from core.folder import IR_VERSION, OPSET, FolderConfig
 from export.cuda_contract import (
     Kernel,
@@ -38,7 +38,6 @@ from export.cuda_contract import (
     runtime_shape_nodes,
     value_shaped_nodes,
 )
-from service.engine.cache_graphs import join_graph, select_graph
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning"),
@@ -47,7 +46,7 @@ pytestmark = [
 
 SHIPPED = sorted(p.parent for p in (Path(__file__).resolve().parent.parent / "models").glob("*/config.json"))
 BUCKETS = [Bucket(rows=1, slots=8, source=8), Bucket(rows=72, slots=136, source=100)]
-KNOWN_VALUE_SHAPED = {"decoder": ["TopK top_k"], "join": ["Pad (unnamed)"] * 6}
+KNOWN_VALUE_SHAPED = {"decoder": ["TopK top_k"], "join": ["Pad (unnamed)"] * 6, "fit": ["Pad (unnamed)"] * 6}
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +72,7 @@ def tiny_graphs(folder: Path) -> list[tuple[str, str, Path]]:
 
 def cache_graphs() -> dict[str, onnx.ModelProto]:
     """The cache graphs as the service builds them for the shipped models' 3 layers (6 cache tensors)."""
-    return {"select": onnx.load_from_string(select_graph(6)), "join": onnx.load_from_string(join_graph(6))}
+    return {part: onnx.load_from_string(graph) for part, graph in service_graphs(6).items()}
 
 
 def test_every_node_of_the_tiny_models_graphs_has_a_cuda_kernel_as_exported_and_optimized(tiny_fp16_dir: Path,

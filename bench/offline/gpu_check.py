@@ -52,7 +52,7 @@ from core.tokenizer import load_tokenizer
 from core.translate import source_ids
 from export.cuda_contract import KernelTable, fix_dims, fold_constants, missing, runtime_shape_nodes, value_shaped_nodes
 from service.engine.admission import Admission
-from service.engine.cache_graphs import join_graph, select_graph
+from service.engine.cache_graphs import fit_graph, join_graph, select_graph
 from service.engine.graphed import BucketStore, Shape
 from service.engine.sessions import CPU_UNFUSED, ModelSessions, running_provider, session_options
 from service.settings import Settings
@@ -184,8 +184,7 @@ def contract(graphs: dict[str, dict[str, Path]], cfg: ModelConfig, grid: list[Bu
     """Per graph: the nodes without a CUDA kernel as exported and as optimized, and, over the buckets, the nodes that
     compute shapes at run time and those whose output shape follows an input's values."""
     found = []
-    cache_graphs = {"select": onnx.load_from_string(select_graph(2 * cfg.n_layers)),
-                    "join": onnx.load_from_string(join_graph(2 * cfg.n_layers))}
+    cache_graphs = {part: onnx.load_from_string(graph) for part, graph in service_graphs(2 * cfg.n_layers).items()}
     for name, model, optimized in [
         *[(f"{part} {precision}", onnx.load(path), optimized_like_cuda(graphs["fp32"][part], precision == "fp16"))
           for precision in PRECISIONS for part, path in graphs[precision].items()],
@@ -232,7 +231,14 @@ def graph_dims(part: str, bucket: Bucket, cfg: ModelConfig) -> dict[str, int]:
         "decoder": {"batch": bucket.rows, "src_len": bucket.source, "slots": bucket.slots},
         "select": {"N": bucket.rows, "M": bucket.rows, "L": bucket.slots, **heads},
         "join": {"N": bucket.rows, "M": 1, "L": bucket.slots, "L2": bucket.slots, **heads},
+        "fit": {"N": bucket.rows, "M": bucket.rows, "L": bucket.slots, **heads},
     }[part]
+
+
+def service_graphs(caches: int) -> dict[str, bytes]:
+    """The cache graphs the service builds for a model of this many cache tensors (service.engine.cache_graphs)
+    and runs on the GPU: select and join (every decoder), fit (TRANSLATOR_CUDA_GRAPHS's buckets)."""
+    return {"select": select_graph(caches), "join": join_graph(caches), "fit": fit_graph(caches)}
 
 
 # --- 2 and 3. where the real sessions run each node, ms per step, outputs against the CPU ---------------------------
@@ -286,7 +292,7 @@ def session_placement(graphs: dict[str, dict[str, Path]], stores: dict[str, Buck
     caches = 2 * cfg.n_layers
     sessions, steps = [], []
     for precision in PRECISIONS:
-        sources = {**graphs[precision], "select": select_graph(caches), "join": join_graph(caches)}
+        sources = {**graphs[precision], **service_graphs(caches)}
         service = {part: session(graph, provider, threads, profile_dir=scratch) for part, graph in sources.items()}
         feeds = sample_feeds(sample, cfg, rng)
         for part, served in service.items():
@@ -442,6 +448,8 @@ def sample_feeds(bucket: Bucket, cfg: ModelConfig, rng: np.random.Generator) -> 
         "join": {**{f"a_{i}": c for i, c in enumerate(self_caches)}, **{f"b_{i}": c[:1] for i, c in
                                                                          enumerate(self_caches)},
                  "pads_b": np.zeros(8, dtype=np.int64)},
+        "fit": {**{f"x_{i}": c for i, c in enumerate(self_caches)}, "rows": rng.permutation(bucket.rows),
+                "pads": np.zeros(8, dtype=np.int64)},
     }
 
 
