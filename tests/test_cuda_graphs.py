@@ -148,17 +148,20 @@ def test_slots_left_from_earlier_batches_are_never_read(model: ModelSessions):
                 search(OrtDecoder(model), batch, opts, model.model_config))
 
 
-def test_setting_off_runs_the_eager_decoder(model: ModelSessions):
-    assert model.buckets is None and isinstance(model.new_decoder(), OrtDecoder)
+def test_setting_off_runs_the_eager_decoder(tiny_model_dir: Path, caplog):
+    with caplog.at_level(logging.INFO, logger=graphed.__name__):
+        model = ModelSessions(tiny_model_dir, provider="cpu", threads=1, cuda_graphs=False)
+    assert model.buckets is None and isinstance(model.new_decoder(), OrtDecoder) and not caplog.records
 
 
-def test_without_cuda_the_setting_logs_why_and_the_eager_decoder_runs(tiny_model_dir: Path, caplog):
-    with caplog.at_level(logging.WARNING, logger=graphed.__name__):
-        model = ModelSessions(tiny_model_dir, provider="cpu", threads=1, cuda_graphs=True)
+def test_without_cuda_the_setting_on_by_default_says_why_and_the_eager_decoder_runs(tiny_model_dir: Path, caplog):
+    """On the CPU the setting (on by default) has nothing to do: one line at INFO, not a warning."""
+    with caplog.at_level(logging.INFO, logger=graphed.__name__):
+        model = ModelSessions(tiny_model_dir, provider="cpu", threads=1)
     assert model.buckets is None and isinstance(model.new_decoder(), OrtDecoder)
-    assert [r.getMessage() for r in caplog.records] == [
-        "TRANSLATOR_CUDA_GRAPHS: not used, ONNX Runtime runs on CPUExecutionProvider (CUDA graphs need the CUDA "
-        "provider); the eager decoder runs"]
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [(
+        logging.INFO, "TRANSLATOR_CUDA_GRAPHS: not used, ONNX Runtime runs on CPUExecutionProvider (CUDA graphs need "
+        "the CUDA provider); the eager decoder runs")]
 
 
 def test_a_refused_capture_logs_why_and_the_eager_decoder_runs(model: ModelSessions, monkeypatch, caplog):

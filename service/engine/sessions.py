@@ -107,7 +107,7 @@ class ModelSessions:
         threads: int = 0,
         optimization: str = "all",
         spin_threads: bool = True,
-        cuda_graphs: bool = False,
+        cuda_graphs: bool = True,
         kernels: bool = True,
     ):
         self.model_dir = Path(model_dir)
