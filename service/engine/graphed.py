@@ -225,7 +225,7 @@ class BucketedDecoder:
         """The new rows after the running ones. Their encoder keys/values go into the bucket's other cross set with
         the running rows' (one gather; a join first where rows are running). Their self-attention slots are left as
         they are: a row at position p writes slot p before it reads slots 0..p, so no slot is read before this
-        sentence wrote it. (On one H200 the write of zeros there was a fifth of a lone sentence's time, BENCHMARKS.)"""
+        sentence wrote it. (On one H200 the write of zeros there was a sixth of a lone sentence's time, BENCHMARKS.)"""
         started = time.perf_counter()
         t = self.model
         cross_kv, rows = encode(t, src, src_mask, repeat)
