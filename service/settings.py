@@ -18,6 +18,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from core.search import SearchOptions
 
+CUDA_GRAPHS_MEMORY_MB = 2048  # TRANSLATOR_CUDA_GRAPHS_MEMORY_MB's default, ModelSessions' too
+
 SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "models"
 MAX_HTTP_WORKERS = 8
 
@@ -65,6 +67,13 @@ class Settings(BaseSettings):
         "the reason is logged and the usual decoder runs; a running batch of more than 64 rows steps eagerly. On one "
         "H200, fp32: 2.15× the eager decoder's speed at batch 1, 1.20–1.42× at batch 64 to 1024 and beam 4; fp16 "
         "0.96–1.10× from batch 256 (README, Benchmarks)"
+    )
+    cuda_graphs_memory_mb: int = Field(
+        CUDA_GRAPHS_MEMORY_MB, ge=0, description="with `TRANSLATOR_CUDA_GRAPHS`, the most GPU memory its buckets' "
+        "caches take, per model (they stay as long as the model: a captured graph holds their addresses); a batch "
+        "whose bucket is not made yet and would not fit steps eagerly. Every bucket of a shipped model would take 10.8 "
+        "GiB; "
+        "the GPU check's runs over the test set met 26 buckets, 378 MiB"
     )
     kernels: bool = Field(
         True, description="on the CPU provider, run the decoder step with kernels of our own: each attention, and "

@@ -19,6 +19,8 @@ from service.engine.graphed import (
     BucketStore,
     Shape,
     SwitchingDecoder,
+    bucket_bytes,
+    bucket_shape,
     bucket_size,
     tokens,
 )
@@ -120,6 +122,35 @@ def test_a_batch_that_crosses_the_bound_of_captured_rows_translates_as_the_eager
     assert sorted(finished[0]) == sorted(finished[1]) == list(range(15))
     assert_same([finished[0][key] for key in sorted(finished[0])], [finished[1][key] for key in sorted(finished[1])])
     assert moves[:3] == [switching.eager, switching.bucketed, switching.eager]
+
+
+def test_a_batch_whose_bucket_the_budget_cannot_afford_steps_eagerly(model: ModelSessions):
+    """A store that affords the batch's first bucket alone: when its rows pass FIRST_SLOTS positions, the batch moves
+    to the eager decoder, and stays there (a smaller bucket of more slots would not fit either); translations as the
+    eager decoder's, and the buckets within the budget."""
+    batch = sources(3, seed=3)
+    first = bucket_shape(len(batch), 1, max(map(len, batch)), model.model_config.max_len)
+    store = BucketStore(model, model.decoder, capture=False, budget=bucket_bytes(model, first))
+    switching = SwitchingDecoder(model, store)
+    opts = SearchOptions(max_length_extra=40)
+    moves = []
+    running = RunningBatch(switching, model.model_config)
+    running.add(batch, [opts] * len(batch), [0, 1, 2])
+    finished: dict = {}
+    while len(running):
+        finished |= {s.key: s.result() for s in running.step()}
+        if not moves or moves[-1] is not switching.active:
+            moves.append(switching.active)
+    assert_same([finished[key] for key in range(3)], search(OrtDecoder(model), batch, opts, model.model_config))
+    assert moves == [switching.bucketed, switching.eager]
+    assert list(store.buckets) == [first] and store.bytes == store.budget
+
+
+def test_a_buckets_bytes_are_its_caches(model: ModelSessions):
+    store = BucketStore(model, model.decoder, capture=False)
+    bucket = store.bucket(Shape(rows=4, slots=32, source=16))
+    caches = [v for sets in (bucket.self_sets, bucket.cross_sets) for values in sets for v in values]
+    assert store.bytes == bucket_bytes(model, bucket.shape) == sum(4 * np.prod(v.shape()) for v in caches)
 
 
 def test_buckets_are_kept_from_batch_to_batch(model: ModelSessions):

@@ -22,7 +22,9 @@ Where each write goes, so that no captured address ever changes:
   step before any step reads it).
 Buckets pay at a few rows, where a step is mostly kernel launches, and not at many (BENCHMARKS.md): a running batch
 of more than CAPTURED_ROWS rows steps eagerly (SwitchingDecoder), and its caches move into a bucket once it has
-shrunk to half as many. This also bounds the buckets' memory.
+shrunk to half as many. The buckets' buffers stay as long as the sessions (a captured graph holds their addresses),
+so the store has a budget (TRANSLATOR_CUDA_GRAPHS_MEMORY_MB): a batch whose bucket is not made yet and would not fit
+in it steps eagerly too.
 On the CPU provider the same buckets, buffers and bindings run, with no capture asked for: the tests check there that
 the translations are those of service.engine.decoder's eager path. One running batch at a time uses a model's store
 (the engine runs one per model).
@@ -78,6 +80,19 @@ class Shape:
     source: int
 
 
+def bucket_shape(rows: int, positions: int, source: int, max_len: int) -> Shape:
+    """The bucket of a batch of `rows` rows whose caches must hold `positions` positions, over sources of `source`
+    tokens (padding included)."""
+    return Shape(bucket_size(rows), bucket_size(positions, FIRST_SLOTS, max_len), bucket_size(source, FIRST_SOURCE))
+
+
+def bucket_bytes(model: ModelSessions, shape: Shape) -> int:
+    """The memory of a bucket's caches: two sets of self-attention caches and two of cross-attention caches, fp32."""
+    cfg = model.model_config
+    row_position = len(model.self_names) * cfg.n_heads * cfg.d_head * np.dtype(np.float32).itemsize
+    return 2 * row_position * shape.rows * (shape.slots + shape.source)
+
+
 @dataclass
 class StepBinding:
     """A bound step of one bucket: its self and cross sets and its width, the top-k buffers it writes, and the run
@@ -127,16 +142,24 @@ class Bucket:
 
 
 class BucketStore:
-    """A model's buckets, made as batches need them and kept with their bindings (and captured graphs)."""
+    """A model's buckets, made as batches need them and kept with their bindings (and captured graphs), within a
+    budget of bytes for their caches (None: no bound)."""
 
-    def __init__(self, model: ModelSessions, decoder: ort.InferenceSession, capture: bool):
-        self.model, self.decoder, self.capture = model, decoder, capture
+    def __init__(self, model: ModelSessions, decoder: ort.InferenceSession, capture: bool, budget: int | None = None):
+        self.model, self.decoder, self.capture, self.budget = model, decoder, capture, budget
         self.buckets: dict[Shape, Bucket] = {}
+        self.bytes = 0  # of the buckets' caches
         self.graphs = 0  # gpu_graph_ids given so far
+
+    def affords(self, shape: Shape) -> bool:
+        """Whether the bucket of this shape is made, or fits in what is left of the budget."""
+        return (shape in self.buckets or self.budget is None
+                or self.bytes + bucket_bytes(self.model, shape) <= self.budget)
 
     def bucket(self, shape: Shape) -> Bucket:
         if shape not in self.buckets:
             self.buckets[shape] = Bucket(self, shape)
+            self.bytes += bucket_bytes(self.model, shape)
         return self.buckets[shape]
 
     def bind_step(self, bucket: Bucket, self_set: int, cross_set: int, width: int) -> StepBinding:
@@ -187,10 +210,8 @@ class BucketedDecoder:
 
     def _shape(self) -> Shape:
         """The bucket the rows need now."""
-        cfg = self.model.model_config
-        return Shape(bucket_size(len(self.positions)),
-                     bucket_size(int(self.positions.max()) + 1, FIRST_SLOTS, cfg.max_len),
-                     bucket_size(self.src_mask.shape[1], FIRST_SOURCE))
+        return bucket_shape(len(self.positions), int(self.positions.max()) + 1, self.src_mask.shape[1],
+                            self.model.model_config.max_len)
 
     def _move(self, shape: Shape, running: int) -> Bucket:
         """The bucket of this shape, the first `running` rows of the current one fitted into its first sets."""
@@ -293,11 +314,13 @@ class SwitchingDecoder:
     """A decoder (core.search.Decoder) that steps a running batch of at most `most_rows` rows in buckets
     (BucketedDecoder, captured) and a larger one eagerly (OrtDecoder), moving the caches across (one copy) when the
     batch crosses: to the eager decoder as soon as it holds more rows, back to the buckets once it holds half as many
-    or fewer, so that a batch near the bound does not move at every join and leave."""
+    or fewer, so that a batch near the bound does not move at every join and leave. A batch whose bucket the store
+    cannot afford steps eagerly as well."""
 
     def __init__(self, model: ModelSessions, store: BucketStore, most_rows: int = CAPTURED_ROWS):
         self.bucketed, self.eager = BucketedDecoder(model, store), OrtDecoder(model)
         self.active: BucketedDecoder | OrtDecoder = self.bucketed
+        self.store, self.max_len = store, model.model_config.max_len
         self.most_rows = most_rows
 
     @property
@@ -309,21 +332,27 @@ class SwitchingDecoder:
         return self.bucketed.encode_seconds + self.eager.encode_seconds
 
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
-        self._fit_for(len(self.active.positions) + int(repeat.sum()))
+        running = self.active
+        positions = int(running.positions.max()) + 1 if len(running.positions) else 1
+        self._fit_for(len(running.positions) + int(repeat.sum()), positions,
+                      max(running.src_mask.shape[1], src_mask.shape[1]))
         self.active.add(src, src_mask, repeat)
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-        self._fit_for(len(tokens))
+        running = self.active
+        self._fit_for(len(tokens), int(running.positions.max()) + 1, running.src_mask.shape[1])
         return self.active.step(tokens, width)
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
         self.active.select(rows, cross_rows)
 
-    def _fit_for(self, rows: int) -> None:
-        """The decoder for a batch of this many rows, the running rows handed over to it."""
-        if self.active is self.bucketed and rows > self.most_rows:
+    def _fit_for(self, rows: int, positions: int, source: int) -> None:
+        """The decoder for a batch of this many rows, positions and source tokens, the running rows handed over to
+        it."""
+        affordable = self.store.affords(bucket_shape(rows, positions, source, self.max_len))
+        if self.active is self.bucketed and (rows > self.most_rows or not affordable):
             self._switch_to(self.eager)
-        elif self.active is self.eager and rows <= self.most_rows // 2:
+        elif self.active is self.eager and rows <= self.most_rows // 2 and affordable:
             self._switch_to(self.bucketed)
 
     def _switch_to(self, other: BucketedDecoder | OrtDecoder) -> None:
@@ -343,10 +372,10 @@ def captured_store(model: ModelSessions) -> BucketStore | None:
     decoder's."""
     if not model.on_gpu:
         log.info("TRANSLATOR_CUDA_GRAPHS: not used, ONNX Runtime runs on %s (CUDA graphs need the CUDA provider); "
-                    "the eager decoder runs", model.provider)
+                 "the eager decoder runs", model.provider)
         return None
     try:
-        store = BucketStore(model, model.graphed_decoder(), capture=True)
+        store = BucketStore(model, model.graphed_decoder(), capture=True, budget=model.cuda_graphs_memory)
         probe = [[*range(4, min(model.model_config.vocab_size, 10)), model.model_config.eos_id]]
         opts = SearchOptions(max_length=4)
         eager = tokens(search(OrtDecoder(model), probe, opts, model.model_config))

@@ -26,6 +26,7 @@ from service.engine.graphed import BucketStore, SwitchingDecoder, captured_store
 from service.engine.kernels import built_library
 from service.engine.kernels.graph import KernelsRefused, with_kernels
 from service.engine.memory import trim_malloc
+from service.settings import CUDA_GRAPHS_MEMORY_MB
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,7 @@ class ModelSessions:
         spin_threads: bool = True,
         cuda_graphs: bool = True,
         kernels: bool = True,
+        cuda_graphs_memory_mb: int = CUDA_GRAPHS_MEMORY_MB,
     ):
         self.model_dir = Path(model_dir)
         self.config = FolderConfig.load(self.model_dir)
@@ -149,6 +151,7 @@ class ModelSessions:
         self.run_options: ort.RunOptions | None = None
         # TRANSLATOR_CUDA_GRAPHS: the buckets whose steps are captured (service.engine.graphed), None for the eager
         # decoder (the setting off, or capture not possible here: the reason is logged)
+        self.cuda_graphs_memory = cuda_graphs_memory_mb * 2**20  # the buckets' budget, in bytes
         self.buckets: BucketStore | None = captured_store(self) if cuda_graphs else None
 
     def _session(self, graph: str | bytes, options: ort.SessionOptions | None = None,
