@@ -57,7 +57,6 @@ class OrtDecoder:
 
     def __init__(self, model: ModelSessions):
         self.model = model
-        self.src_mask = np.zeros((0, 0), dtype=bool)
         self.steps = 0
         self.encode_seconds = 0.0
         self.host_arrays = 0  # counts the times a host array that the step binds was replaced: it is bound again
@@ -68,6 +67,7 @@ class OrtDecoder:
         self.cross_kv: list[ort.OrtValue] = []
         self._replace(
             positions=np.zeros(0, dtype=np.int64),  # each row's next position; a step reads it where it is
+            src_mask=np.zeros((0, 0), dtype=bool),
             tokens=np.zeros(0, dtype=np.int64),  # the step's tokens, written in place
             width=np.zeros(1, dtype=np.int64),
             top_tokens=np.zeros((0, 0), dtype=np.int64),  # the arrays the step writes its top-k into

@@ -332,12 +332,9 @@ class SwitchingDecoder:
         return self.bucketed.encode_seconds + self.eager.encode_seconds
 
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
-        running, source = self.active, src_mask.shape[1]
-        if len(running.positions):  # (an empty decoder's src_mask may be its last batch's)
-            positions, source = int(running.positions.max()) + 1, max(running.src_mask.shape[1], source)
-        else:
-            positions = 1
-        self._fit_for(len(running.positions) + int(repeat.sum()), positions, source)
+        running = self.active
+        self._fit_for(len(running.positions) + int(repeat.sum()), int(running.positions.max(initial=0)) + 1,
+                      max(running.src_mask.shape[1], src_mask.shape[1]))
         self.active.add(src, src_mask, repeat)
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
