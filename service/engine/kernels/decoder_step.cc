@@ -25,38 +25,85 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace {
+
+// e^x for x <= 0, as Cephes' expf: e^x = 2^n e^r with n = round(x / ln 2), |r| <= ln(2) / 2, and e^r its degree-7
+// polynomial; x is held above -87 (e^-87 ~ 1.6e-38, nothing beside e^0 in a sum). No branch: the loops that call
+// it vectorize.
+inline float exp_nonpositive(float x) {
+  x = std::max(x, -87.0f);
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // x - n ln(2), ln(2) in two parts
+  float p = 1.9875691500e-4f;
+  for (const float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) {
+    p = p * r + c;
+  }
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n as a float's exponent
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return (p * r * r + r + 1.0f) * scale;
+}
+
+// scores[j] = q . K_j for j < len, four keys at a time: four sums in flight rather than one chain of additions.
+void dot_products(const float* q, const float* K, int64_t len, int64_t dh, float* scores) {
+  int64_t j = 0;
+  for (; j + 4 <= len; j += 4) {
+    const float *k0 = K + j * dh, *k1 = k0 + dh, *k2 = k1 + dh, *k3 = k2 + dh;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    for (int64_t d = 0; d < dh; ++d) {
+      s0 += q[d] * k0[d];
+      s1 += q[d] * k1[d];
+      s2 += q[d] * k2[d];
+      s3 += q[d] * k3[d];
+    }
+    scores[j] = s0, scores[j + 1] = s1, scores[j + 2] = s2, scores[j + 3] = s3;
+  }
+  for (; j < len; ++j) {
+    const float* key = K + j * dh;
+    float dot = 0.0f;
+    for (int64_t d = 0; d < dh; ++d) dot += q[d] * key[d];
+    scores[j] = dot;
+  }
+}
+
+// out = share * sum_j weights[j] V_j for j < len, four values at a time (one store of out per four rather than per
+// value). A masked position weighs exactly 0; its value is finite (the encoder's, or a cache's zeros).
+void weighted_sum(const float* weights, const float* V, int64_t len, int64_t dh, float share, float* __restrict out) {
+  std::fill(out, out + dh, 0.0f);
+  int64_t j = 0;
+  for (; j + 4 <= len; j += 4) {
+    const float *v0 = V + j * dh, *v1 = v0 + dh, *v2 = v1 + dh, *v3 = v2 + dh;
+    const float w0 = weights[j] * share, w1 = weights[j + 1] * share, w2 = weights[j + 2] * share,
+                w3 = weights[j + 3] * share;
+    for (int64_t d = 0; d < dh; ++d) out[d] += w0 * v0[d] + w1 * v1[d] + w2 * v2[d] + w3 * v3[d];
+  }
+  for (; j < len; ++j) {
+    const float* value = V + j * dh;
+    const float weight = weights[j] * share;
+    for (int64_t d = 0; d < dh; ++d) out[d] += weight * value[d];
+  }
+}
 
 // out (dh) = softmax(q . K_j / sqrt(dh) for j < len where mask[j]) V; weights: scratch of len floats.
 void attend(const float* q, const float* K, const float* V, int64_t len, int64_t dh, const bool* mask, float* out,
             float* weights) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  dot_products(q, K, len, dh, weights);
   float highest = -INFINITY;
   for (int64_t j = 0; j < len; ++j) {
-    float score = -INFINITY;
-    if (!mask || mask[j]) {
-      const float* key = K + j * dh;
-      float dot = 0.0f;
-      for (int64_t d = 0; d < dh; ++d) dot += q[d] * key[d];
-      score = dot * scale;
-    }
-    weights[j] = score;
-    highest = std::max(highest, score);
+    weights[j] = !mask || mask[j] ? weights[j] * scale : -INFINITY;
+    highest = std::max(highest, weights[j]);
   }
   float total = 0.0f;
-  for (int64_t j = 0; j < len; ++j) {
-    weights[j] = weights[j] == -INFINITY ? 0.0f : std::exp(weights[j] - highest);
+  for (int64_t j = 0; j < len; ++j) {  // no branch: the compiler vectorizes it
+    const float weight = exp_nonpositive(weights[j] - highest);
+    weights[j] = weights[j] == -INFINITY ? 0.0f : weight;
     total += weights[j];
   }
-  std::fill(out, out + dh, 0.0f);
-  for (int64_t j = 0; j < len; ++j) {
-    if (weights[j] == 0.0f) continue;
-    const float* value = V + j * dh;
-    const float weight = weights[j] / total;
-    for (int64_t d = 0; d < dh; ++d) out[d] += weight * value[d];
-  }
+  weighted_sum(weights, V, len, dh, total > 0.0f ? 1.0f / total : 0.0f, out);
 }
 
 // One row's work; ParallelFor hands each call a row index.
@@ -87,25 +134,11 @@ struct Rows {
   }
 };
 
-// e^x for x <= 0, as Cephes' expf: e^x = 2^n e^r with n = round(x / ln 2), |r| <= ln(2) / 2, and e^r its degree-7
-// polynomial; x is held above -87 (e^-87 ~ 1.6e-38, nothing beside e^0 in a sum). No branch: the loops that call
-// it vectorize.
-inline float exp_nonpositive(float x) {
-  x = std::max(x, -87.0f);
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // x - n ln(2), ln(2) in two parts
-  float p = 1.9875691500e-4f;
-  for (const float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) {
-    p = p * r + c;
-  }
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n as a float's exponent
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return (p * r * r + r + 1.0f) * scale;
-}
-
 // One row's best tokens: the top of the logits themselves (log-softmax keeps their order), then less the row's
-// log-sum-exp, log sum_j e^(x_j) = m + log sum_j e^(x_j - m) with m its largest logit.
+// log-sum-exp, log sum_j e^(x_j) = m + log sum_j e^(x_j - m) with m its largest logit. The top is found in two
+// passes: the largest logit of each block of BLOCK, then, of the blocks whose largest reaches the width-th largest of
+// those (a bound that at least `width` logits reach, one in each such block), the logits that reach it; those few are
+// sorted, the lower token first among equals (as ONNX's TopK).
 struct TopRows {
   static constexpr int64_t BLOCK = 32;
   const float* logits;
@@ -116,32 +149,58 @@ struct TopRows {
   static void run(void* rows, size_t row) { static_cast<TopRows*>(rows)->top_row(static_cast<int64_t>(row)); }
 
   void top_row(int64_t r) {
+    thread_local std::vector<float> largest, bound;
+    thread_local std::vector<std::pair<float, int64_t>> reached;
     const float* x = logits + r * vocab;
-    float* best = top_logp + r * width;
-    int64_t* tokens = top_tokens + r * width;
-    int64_t held = 0;
-    for (int64_t start = 0; start < vocab; start += BLOCK) {  // a block whose largest cannot enter is passed over
-      const int64_t end = std::min(start + BLOCK, vocab);
-      float largest = -INFINITY;
-#pragma omp simd reduction(max : largest)
-      for (int64_t j = start; j < end; ++j) largest = std::max(largest, x[j]);
-      if (held == width && !(largest > best[width - 1])) continue;
-      for (int64_t j = start; j < end; ++j) {  // insertion into the sorted best
-        if (held == width && !(x[j] > best[width - 1])) continue;
-        int64_t i = held < width ? held++ : width - 1;
-        for (; i > 0 && x[j] > best[i - 1]; --i) {
-          best[i] = best[i - 1];
-          tokens[i] = tokens[i - 1];
+    const int64_t blocks = (vocab + BLOCK - 1) / BLOCK;
+    largest.resize(blocks);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* block = x + b * BLOCK;
+      float most = -INFINITY;
+      if (b + 1 < blocks) {  // a whole block, eight lanes at a time: the compiler makes each step one vector maximum
+        float lanes[8];
+        std::copy(block, block + 8, lanes);
+        for (int64_t j = 8; j < BLOCK; j += 8) {
+          for (int64_t l = 0; l < 8; ++l) lanes[l] = std::max(lanes[l], block[j + l]);
         }
-        best[i] = x[j];
-        tokens[i] = j;
+        most = *std::max_element(lanes, lanes + 8);
+      } else {
+        for (int64_t j = 0; j < vocab - b * BLOCK; ++j) most = std::max(most, block[j]);
+      }
+      largest[b] = most;
+    }
+    float threshold = -INFINITY;
+    if (width <= blocks) {  // the width largest maxima, sorted by insertion: most blocks are passed over at once
+      bound.assign(width, -INFINITY);
+      for (int64_t b = 0; b < blocks; ++b) {
+        if (!(largest[b] > bound[width - 1])) continue;
+        int64_t i = width - 1;
+        for (; i > 0 && largest[b] > bound[i - 1]; --i) bound[i] = bound[i - 1];
+        bound[i] = largest[b];
+      }
+      threshold = bound[width - 1];
+    }
+    reached.clear();
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (!(largest[b] >= threshold)) continue;
+      for (int64_t j = b * BLOCK, end = std::min(j + BLOCK, vocab); j < end; ++j) {
+        if (x[j] >= threshold) reached.emplace_back(x[j], j);
       }
     }
-    const float highest = best[0];
+    const int64_t kept = std::min<int64_t>(width, static_cast<int64_t>(reached.size()));
+    std::partial_sort(reached.begin(), reached.begin() + kept, reached.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    const float highest = kept > 0 ? reached[0].first : -INFINITY;
     float total = 0.0f;
     for (int64_t j = 0; j < vocab; ++j) total += exp_nonpositive(x[j] - highest);
     const float log_sum_exp = highest + std::log(total);
-    for (int64_t i = 0; i < width; ++i) best[i] -= log_sum_exp;
+    float* best = top_logp + r * width;
+    int64_t* tokens = top_tokens + r * width;
+    for (int64_t i = 0; i < kept; ++i) {
+      best[i] = reached[i].first - log_sum_exp;
+      tokens[i] = reached[i].second;
+    }
   }
 };
 
