@@ -24,10 +24,12 @@ class CopiedWhenBound:
 
     def __init__(self, binding: ort.IOBinding):
         self.binding = binding
+        self.copies: dict[str, np.ndarray] = {}  # an OrtValue over a NumPy array does not hold it
 
     def bind_ortvalue_input(self, name: str, value: ort.OrtValue) -> None:
         if name in HOST_INPUTS:
-            value = ort.OrtValue.ortvalue_from_numpy(value.numpy().copy())
+            self.copies[name] = value.numpy().copy()
+            value = ort.OrtValue.ortvalue_from_numpy(self.copies[name])
         self.binding.bind_ortvalue_input(name, value)
 
     def bind_cpu_input(self, name: str, array: np.ndarray) -> None:
@@ -51,7 +53,8 @@ class CopyingSession:
 
 
 def copying_model(folder: Path, copies_bound_inputs: bool) -> ModelSessions:
-    model = ModelSessions(folder, provider="cpu", threads=1)
+    """The CPU's sessions as a GPU's: the step as exported (our kernels are the CPU's), its bindings copying."""
+    model = ModelSessions(folder, provider="cpu", threads=1, kernels=False)
     model.decoder, model.copies_bound_inputs = CopyingSession(model.decoder), copies_bound_inputs
     return model
 
@@ -61,7 +64,7 @@ def test_a_decoder_whose_inputs_are_copied_when_bound_translates_as_on_the_cpu(t
     rng = np.random.default_rng(beam_size)
     batch = [[*rng.integers(4, 90, rng.integers(3, 20)).tolist(), 2] for _ in range(5)]
     opts = SearchOptions(beam_size=beam_size, n_best=beam_size, max_length_extra=20)
-    cpu = ModelSessions(tiny_model_dir, provider="cpu", threads=1)
+    cpu = ModelSessions(tiny_model_dir, provider="cpu", threads=1, kernels=False)
     expected = tokens(search(OrtDecoder(cpu), batch, opts, cpu.model_config))
     copying = copying_model(tiny_model_dir, copies_bound_inputs=True)
     assert tokens(search(OrtDecoder(copying), batch, opts, copying.model_config)) == expected
