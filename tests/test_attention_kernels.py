@@ -24,6 +24,7 @@ from export.quantize import quantize_int8
 from model.config import preset
 from model.transformer import Transformer
 from service.engine import sessions
+from service.engine.decoder import OrtDecoder
 from service.engine.kernels import built_library
 from service.engine.kernels.graph import KernelsRefused, with_kernels
 from service.engine.translator import Translator
@@ -102,6 +103,29 @@ def test_translations_with_the_kernels_are_the_exports(translators, sentence_pai
         assert [[t.text for t in n_best] for n_best in got] == [[t.text for t in n_best] for n_best in expected]
         scores = np.array([[t.score for t in n_best] for n_best in got])
         np.testing.assert_allclose(scores, [[t.score for t in n_best] for n_best in expected], atol=1e-4)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_the_kernels_first_cache_is_never_read_before_it_is_written(translators, sentence_pairs, beam_size,
+                                                                    monkeypatch):
+    """The kernels' first self-attention cache is memory left as allocated: filled with NaN here, the translations
+    (through growths, reorders and rows that leave) are still those of a clean one."""
+    translator = translators[True, 1]
+    texts, opts = [source for source, _ in sentence_pairs], SearchOptions(beam_size=beam_size, n_best=beam_size,
+                                                                          max_length_extra=40)
+    expected = translator.translate(texts, opts, batch_size=3)
+    allocated = OrtDecoder._first_cache
+
+    def poisoned(self, rows):
+        values = allocated(self, rows)
+        for value in values:
+            value.update_inplace(np.full(value.shape(), np.nan, np.float32))
+        return values
+
+    monkeypatch.setattr(OrtDecoder, "_first_cache", poisoned)
+    got = translator.translate(texts, opts, batch_size=3)
+    assert [[t.text for t in n_best] for n_best in got] == [[t.text for t in n_best] for n_best in expected]
+    assert np.isfinite([[t.score for t in n_best] for n_best in got]).all()
 
 
 def test_a_graph_of_another_shape_is_refused(graphs):

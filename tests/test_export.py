@@ -36,6 +36,7 @@ from model.tokenizer import train_sentencepiece
 from model.train import batch_loss, collate, encode_pairs
 from model.transformer import Transformer, best_next_tokens
 from service.engine.cache_graphs import join_graph, select_graph
+from service.engine.decoder import KERNELS_FIRST_SLOTS
 from service.translator import Translator
 
 REPO = Path(__file__).resolve().parents[1]
@@ -386,11 +387,13 @@ def test_translator_translates_as_pytorch_does(exported: Exported, beam_size: in
     assert not mismatches, f"{len(mismatches)} translations differ, e.g. {mismatches[:3]}"
 
 
-def test_a_sentence_s_steps_do_not_depend_on_the_rows_beside_it(exported: Exported):
+@pytest.mark.parametrize("kernels", [False, True])
+def test_a_sentence_s_steps_do_not_depend_on_the_rows_beside_it(exported: Exported, kernels: bool):
     """The ONNX Runtime decoder: a sentence that joins a running row (whose source is longer and whose cache has
-    grown to 16 slots) and stays after that row leaves (the caches shrink to what it needs) gets, step by step,
-    what it gets alone."""
-    translator, cfg = exported.translator(), exported.model.cfg
+    grown to 16 slots; with our kernels, held 32 from the first step) and stays after that row leaves (the caches
+    shrink to what it needs) gets, step by step, what it gets alone."""
+    translator, cfg = exported.translator(kernels=kernels), exported.model.cfg
+    assert translator.kernels == kernels
     long, short = translator.encode_texts([" ".join(SENTENCES[:2]), "Berlin."])
     tokens = np.random.default_rng(0).integers(4, cfg.vocab_size, 30)
     alone = translator.new_decoder()
@@ -402,7 +405,8 @@ def test_a_sentence_s_steps_do_not_depend_on_the_rows_beside_it(exported: Export
         shared.step(np.array([token]), 5)
     shared.add(*pad_batch([short], cfg.pad_id), np.array([1]))
     got = [shared.step(np.array([tokens[22 + i], tokens[i]]), 5) for i in range(3)]
-    assert shared.slots == 2 * CACHE_SLOTS and shared.src_mask.shape[1] == len(long)
+    assert shared.slots == (KERNELS_FIRST_SLOTS if kernels else 2 * CACHE_SLOTS)
+    assert shared.src_mask.shape[1] == len(long)
     shared.select(np.array([1]), np.array([1]))  # the long one leaves
     assert shared.slots == CACHE_SLOTS and shared.src_mask.shape[1] == len(short)
     assert {x.shape()[2] for x in shared.cross_kv} == {len(short)}
