@@ -186,12 +186,12 @@ class RunningBatch:
             old_rows, tokens, scores = old_rows.ravel(), tokens.ravel(), scores.ravel()
         else:
             done, old_rows, tokens, scores = self._beam_sizes(top_tokens, top_logp)
-        ended = [self.sentences[m] for m in np.flatnonzero(done)] if done.any() else []
+        ended = [self.sentences[m] for m in done.nonzero()[0]] if done.any() else []
         self.steps += 1
         self._keep(np.flatnonzero(~done) if ended else None, old_rows, left=bool(ended))
         self.tokens, self.scores = tokens, scores
         if self.rows:
-            self.history[np.arange(self.rows), np.repeat(self.steps - 1, self.beam_sizes)] = tokens
+            self.history[np.arange(self.rows), self.steps.repeat(self.beam_sizes) - 1] = tokens
         return ended
 
     def _beam_sizes(self, top_tokens: np.ndarray, top_logp: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -285,14 +285,14 @@ class RunningBatch:
         g, k = rows.shape
         eos, width = self.cfg.eos_id, min(2 * k, top_logp.shape[-1])  # the vocabulary may hold fewer
         steps, max_lengths = self.steps[members], self.max_lengths[members]
-        candidates = (self.scores[rows][:, :, None] + top_logp[:, :, :width]).reshape(g, k * width)
-        top = np.argsort(-candidates, axis=1, kind="stable")[:, : 2 * k]
+        candidates = (self.scores[rows, None] + top_logp[:, :, :width]).reshape(g, k * width)
+        top = (-candidates).argsort(axis=1, kind="stable")[:, : 2 * k]
         each = np.arange(g)[:, None]
         top_scores, origin = candidates[each, top], top // width
         token = top_tokens[:, :, :width].reshape(g, k * width)[each, top]
         at_limit = steps + 1 >= max_lengths
         ends = token == eos
-        if not (at_limit.any() or ends[:, :k].any()):  # most steps: nothing ends, the k best go on
+        if not (ends[:, :k] | at_limit[:, None]).any():  # most steps: nothing ends, the k best go on
             origin = origin[:, :k]
             return at_limit, rows[each, origin], token[:, :k], top_scores[:, :k]
         ends[at_limit, :k] = True  # at the maximum length the k best all end here
