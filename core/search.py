@@ -124,7 +124,7 @@ class RunningBatch:
         self.sentences: list[Sentence] = []
         # per sentence
         self.beam_sizes = np.zeros(0, dtype=np.int64)
-        self.max_lengths = np.zeros(0, dtype=np.int64)  # SearchOptions.longest of its source
+        self.last_steps = np.zeros(0, dtype=np.int64)  # the step it ends at the latest: SearchOptions.longest - 1
         self.steps = np.zeros(0, dtype=np.int64)  # tokens decoded so far; the next one is at position `steps`
         self.forced = np.zeros(0, dtype=np.int64)  # SearchOptions.forced_token, -1 for none
         self.widest = 0  # the largest beam size
@@ -144,11 +144,11 @@ class RunningBatch:
     def add(self, sources: list[list[int]], options: list[SearchOptions], keys: list[Hashable]) -> None:
         """Encode sentences (ModelConfig.source_ids) and let them take part from the next step on."""
         beam_sizes = np.array([opts.beam_size for opts in options], dtype=np.int64)
-        max_lengths = np.array([opts.longest(len(ids), self.cfg) for ids, opts in zip(sources, options)])
+        last_steps = np.array([opts.longest(len(ids), self.cfg) - 1 for ids, opts in zip(sources, options)])
         self.decoder.add(*pad_batch(sources, self.cfg.pad_id), beam_sizes)
         self.sentences += [Sentence(key, opts) for key, opts in zip(keys, options)]
         self.beam_sizes = np.concatenate([self.beam_sizes, beam_sizes])
-        self.max_lengths = np.concatenate([self.max_lengths, max_lengths])
+        self.last_steps = np.concatenate([self.last_steps, last_steps])
         self.steps = np.concatenate([self.steps, np.zeros(len(sources), dtype=np.int64)])
         forced = [-1 if opts.forced_token is None else opts.forced_token for opts in options]
         self.forced = np.concatenate([self.forced, np.array(forced, dtype=np.int64)])
@@ -157,7 +157,7 @@ class RunningBatch:
         first = np.concatenate([[True] + [False] * (k - 1) for k in beam_sizes])  # at first all beams are the
         self.scores = np.concatenate([self.scores, np.where(first, 0.0, -np.inf)])  # same: only the first extends
         self.tokens = np.concatenate([self.tokens, np.full(len(first), self.cfg.bos_id, dtype=np.int64)])
-        history = np.zeros((self.rows, max(self.history.shape[1], max_lengths.max())), dtype=np.int64)
+        history = np.zeros((self.rows, max(self.history.shape[1], last_steps.max() + 1)), dtype=np.int64)
         history[: len(self.history), : self.history.shape[1]] = self.history
         self.history = history
 
@@ -230,11 +230,11 @@ class RunningBatch:
         """step() when every sentence is greedy (one row each): _greedy without the bookkeeping that sentences of
         several beam sizes need, which is most of a one-sentence batch's time outside ONNX Runtime."""
         everyone = np.arange(len(self))
-        done = self._greedy_ends(everyone, everyone, token, self.steps, self.max_lengths)
+        done = self._greedy_ends(everyone, everyone, token, self.steps, self.last_steps)
         self.history[everyone, self.steps] = token
         self.steps += 1
         self.tokens = token
-        if not done.any():
+        if done is None:
             return []
         keep = np.flatnonzero(~done)
         ended = [self.sentences[m] for m in np.flatnonzero(done)]
@@ -249,7 +249,7 @@ class RunningBatch:
         self.decoder.select(rows, rows if left else None)
         if left:
             self.sentences = [self.sentences[m] for m in sentences]
-            self.beam_sizes, self.max_lengths = self.beam_sizes[sentences], self.max_lengths[sentences]
+            self.beam_sizes, self.last_steps = self.beam_sizes[sentences], self.last_steps[sentences]
             self.widest = int(self.beam_sizes.max()) if len(sentences) else 0
             self.steps, self.forced = self.steps[sentences], self.forced[sentences]
         self.tokens, self.scores, self.history = self.tokens[rows], self.scores[rows], self.history[rows]
@@ -257,18 +257,19 @@ class RunningBatch:
     def _greedy(self, members, rows, top_tokens, top_logp):
         """The most likely token of each sentence's row."""
         token = top_tokens[:, 0, 0]
-        done = self._greedy_ends(members, rows[:, 0], token, self.steps[members], self.max_lengths[members])
-        keep = ~done
-        return done, rows[keep], token[keep, None], np.zeros((keep.sum(), 1))
+        done = self._greedy_ends(members, rows[:, 0], token, self.steps[members], self.last_steps[members])
+        keep = np.ones(len(token), dtype=bool) if done is None else ~done
+        return ~keep, rows[keep], token[keep, None], np.zeros((keep.sum(), 1))
 
     def _greedy_ends(self, members: np.ndarray, rows: np.ndarray, token: np.ndarray, steps: np.ndarray,
-                     max_lengths: np.ndarray) -> np.ndarray:
-        """Which greedy sentences (at these steps, with these maximum lengths) end with this token (at </s> or their
-        maximum length); they get their hypothesis. The caller indexes steps and max_lengths: a batch of greedy
-        sentences alone passes them whole, with no copy."""
-        done = (token == self.cfg.eos_id) | (steps + 1 >= max_lengths)
+                     last_steps: np.ndarray) -> np.ndarray | None:
+        """Which greedy sentences (at these steps, with these last steps) end with this token (at </s> or their
+        maximum length), None when none does (most steps: the callers need no second test); they get their
+        hypothesis. The caller indexes steps and last_steps: a batch of greedy sentences alone passes them whole,
+        with no copy."""
+        done = (token == self.cfg.eos_id) | (steps >= last_steps)
         if not done.any():
-            return done
+            return None
         for m, row, t, last in zip(members[done], rows[done], steps[done], token[done]):
             tokens = self.history[row, :t].tolist() + ([] if last == self.cfg.eos_id else [int(last)])
             self.sentences[m].finished = [Hypothesis(tokens, 0.0)]
@@ -284,13 +285,13 @@ class RunningBatch:
         """
         g, k = rows.shape
         eos, width = self.cfg.eos_id, min(2 * k, top_logp.shape[-1])  # the vocabulary may hold fewer
-        steps, max_lengths = self.steps[members], self.max_lengths[members]
+        steps, last_steps = self.steps[members], self.last_steps[members]
         candidates = (self.scores[rows, None] + top_logp[:, :, :width]).reshape(g, k * width)
         top = (-candidates).argsort(axis=1, kind="stable")[:, : 2 * k]
         each = np.arange(g)[:, None]
         top_scores, origin = candidates[each, top], top // width
         token = top_tokens[:, :, :width].reshape(g, k * width)[each, top]
-        at_limit = steps + 1 >= max_lengths
+        at_limit = steps >= last_steps
         ends = token == eos
         if not (ends[:, :k] | at_limit[:, None]).any():  # most steps: nothing ends, the k best go on
             origin = origin[:, :k]
