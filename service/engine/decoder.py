@@ -113,6 +113,13 @@ class OrtDecoder:
         for name, array in arrays.items():
             setattr(self, name, array)
         self.host_arrays += 1
+        if "positions" in arrays:
+            self._count_needed()
+
+    def _count_needed(self) -> None:
+        """The slots the rows' next step needs, kept with the positions (a step adds one to both): a step tests it
+        without a NumPy call."""
+        self.needed = int(self.positions.max(initial=-1)) + 1
 
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
         started = time.perf_counter()
@@ -149,9 +156,8 @@ class OrtDecoder:
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         t = self.model
-        needed = int(self.positions.max()) + 1
-        if needed > self.slots:
-            slots = grown_slots(needed, self.slots, len(tokens), t.model_config.max_len)
+        if self.needed > self.slots:
+            slots = grown_slots(self.needed, self.slots, len(tokens), t.model_config.max_len)
             self._set_self_kv(self._resize(self.self_kv, slots))
         width = min(width, t.model_config.vocab_size)
         if self.top_tokens.shape != (len(tokens), width):
@@ -162,6 +168,7 @@ class OrtDecoder:
         self.tokens[:] = tokens
         t.decoder.run_with_iobinding(self._binding(), t.run_options)
         self.positions += 1
+        self.needed += 1
         self.steps += 1
         return self.top_tokens.copy(), self.top_logp.copy()  # the next step writes into these arrays
 
@@ -214,6 +221,7 @@ class OrtDecoder:
         t.select.run_with_iobinding(binding, t.run_options)
         self.self_kv, self.spare = self.spare, self.self_kv
         self.positions[:] = self.positions[rows]  # in place: the step bindings read it there
+        self._count_needed()
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
         if not len(rows):
@@ -238,7 +246,7 @@ class OrtDecoder:
         if longest < self.src_mask.shape[1]:
             self.cross_kv = self._resize(self.cross_kv, longest)
             self._replace(src_mask=np.ascontiguousarray(self.src_mask[:, :longest]))
-        slots = cache_slots(int(self.positions.max()) + 1, self.model.model_config.max_len)
+        slots = cache_slots(self.needed, self.model.model_config.max_len)
         if slots < self.slots:
             self._set_self_kv(self._resize(self.self_kv, slots))
 
