@@ -186,7 +186,7 @@ class RunningBatch:
             old_rows, tokens, scores = old_rows.ravel(), tokens.ravel(), scores.ravel()
         else:
             done, old_rows, tokens, scores = self._beam_sizes(top_tokens, top_logp)
-        ended = [self.sentences[m] for m in done.nonzero()[0]] if done.any() else []
+        ended = [self.sentences[m] for m in np.flatnonzero(done)] if done.any() else []
         self.steps += 1
         self._keep(np.flatnonzero(~done) if ended else None, old_rows, left=bool(ended))
         self.tokens, self.scores = tokens, scores

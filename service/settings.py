@@ -72,8 +72,7 @@ class Settings(BaseSettings):
         CUDA_GRAPHS_MEMORY_MB, ge=0, description="with `TRANSLATOR_CUDA_GRAPHS`, the most GPU memory its buckets' "
         "caches take, per model (they stay as long as the model: a captured graph holds their addresses); a batch "
         "whose bucket is not made yet and would not fit steps eagerly. Every bucket of a shipped model would take 10.8 "
-        "GiB; "
-        "the GPU check's runs over the test set met 26 buckets, 378 MiB"
+        "GiB; the GPU check's runs over the test set met 26 buckets, 378 MiB"
     )
     kernels: bool = Field(
         True, description="on the CPU provider, run the decoder step with kernels of our own: each attention, and "
