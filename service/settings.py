@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from core.search import SearchOptions
 
 CUDA_GRAPHS_MEMORY_MB = 2048  # TRANSLATOR_CUDA_GRAPHS_MEMORY_MB's default, ModelSessions' too
+CUDA_GRAPHS_MAX_ROWS = 256  # TRANSLATOR_CUDA_GRAPHS_MAX_ROWS's default, ModelSessions' too
 
 SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "models"
 MAX_HTTP_WORKERS = 8
@@ -64,15 +65,24 @@ class Settings(BaseSettings):
     cuda_graphs: bool = Field(
         True, description="on the CUDA provider, run the decoder step in buckets of fixed shapes, each captured in a "
         "CUDA graph and replayed (service/engine/graphed.py); elsewhere, or where ONNX Runtime refuses the capture, "
-        "the reason is logged and the usual decoder runs; a running batch of more than 64 rows steps eagerly. On one "
-        "H200, fp32: 2.15× the eager decoder's speed at batch 1, 1.20–1.42× at batch 64 to 1024 and beam 4; fp16 "
+        "the reason is logged and the usual decoder runs; a running batch of more than "
+        "`TRANSLATOR_CUDA_GRAPHS_MAX_ROWS` rows steps eagerly. On one H200, fp32: 2.15× the eager decoder's speed at "
+        "batch 1, 1.20–1.42× at batch 64 to 1024 and beam 4; fp16 "
         "0.96–1.10× from batch 256 (README, Benchmarks)"
     )
     cuda_graphs_memory_mb: int = Field(
         CUDA_GRAPHS_MEMORY_MB, ge=0, description="with `TRANSLATOR_CUDA_GRAPHS`, the most GPU memory its buckets' "
         "caches take, per model (they stay as long as the model: a captured graph holds their addresses); a batch "
         "whose bucket is not made yet and would not fit steps eagerly. Every bucket of a shipped model would take 10.8 "
-        "GiB; the GPU check's runs over the test set met 26 buckets, 378 MiB"
+        "GiB; the GPU check's runs over the test set kept 378 MiB of buckets with at most 64 rows in them, 1.6 GiB "
+        "with 256 (`TRANSLATOR_CUDA_GRAPHS_MAX_ROWS`)"
+    )
+    cuda_graphs_max_rows: int = Field(
+        CUDA_GRAPHS_MAX_ROWS, ge=1, description="with `TRANSLATOR_CUDA_GRAPHS`, the most rows (sentences × beams) a "
+        "running batch steps with in the captured buckets; a larger one steps eagerly, and moves back into a bucket "
+        "once it holds half as many. On one H200 256 was 1.20–1.32× the speed of 64 at 256 rows (greedy batch 256, "
+        "beam 4 batch 64) and level from 1,024 rows; the test set's runs then kept 1.6 GiB of buckets (README, "
+        "Benchmarks)"
     )
     kernels: bool = Field(
         True, description="on the CPU provider, run the decoder step with kernels of our own: each attention, and "

@@ -95,6 +95,15 @@ def test_joins_and_removals_mid_batch_are_the_eager_decoders(model: ModelSession
     assert len({shape.source for shape in store.buckets}) > 1
 
 
+def test_the_most_rows_setting_bounds_the_model_decoders(tiny_model_dir: Path):
+    """TRANSLATOR_CUDA_GRAPHS_MAX_ROWS reaches every decoder the model makes for a running batch (here with buckets
+    made on the CPU provider, as a GPU would have them)."""
+    model = ModelSessions(tiny_model_dir, provider="cpu", threads=1, cuda_graphs_max_rows=8)
+    model.buckets = BucketStore(model, model.decoder, capture=False)
+    decoder = model.new_decoder()
+    assert isinstance(decoder, SwitchingDecoder) and decoder.most_rows == 8
+
+
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_a_batch_that_crosses_the_bound_of_captured_rows_translates_as_the_eager_decoder(model: ModelSessions,
                                                                                         beam_size: int):
@@ -131,7 +140,7 @@ def test_a_batch_whose_bucket_the_budget_cannot_afford_steps_eagerly(model: Mode
     batch = sources(3, seed=3)
     first = bucket_shape(len(batch), 1, max(map(len, batch)), model.model_config.max_len)
     store = BucketStore(model, model.decoder, capture=False, budget=bucket_bytes(model, first))
-    switching = SwitchingDecoder(model, store)
+    switching = SwitchingDecoder(model, store, model.cuda_graphs_max_rows)
     opts = SearchOptions(max_length_extra=40)
     moves = []
     running = RunningBatch(switching, model.model_config)

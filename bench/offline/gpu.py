@@ -39,6 +39,7 @@ from core.folder import FolderConfig
 from core.search import SearchOptions
 from core.tokenizer import load_tokenizer
 from core.translate import source_ids
+from service.settings import Settings
 
 BATCH_SIZES = [1, 16, 64, 256, 1024]
 PACKAGES = ["onnxruntime", "onnxruntime-gpu", "torch", "numpy"]
@@ -48,12 +49,15 @@ Run = tuple[list[list[int]], float, int, float]
 Engine = Callable[[list[list[int]], SearchOptions, int], Run]
 
 
-def ort_engine(folder: Path, precision: str, provider: str, threads: int,
-               cuda_graphs: bool = False) -> tuple[Engine, str]:
-    """A Translator as an Engine, and the provider it really runs on."""
+def ort_engine(folder: Path, precision: str, provider: str, threads: int, cuda_graphs: bool = False,
+               settings: Settings | None = None) -> tuple[Engine, str]:
+    """A Translator as an Engine, and the provider it really runs on; with CUDA graphs, the buckets' budget and most
+    rows of `settings` (the environment's TRANSLATOR_ settings unless told)."""
     from service.translator import Translator
 
-    translator = Translator(folder, precision=precision, provider=provider, threads=threads, cuda_graphs=cuda_graphs)
+    s = settings or Settings()
+    translator = Translator(folder, precision=precision, provider=provider, threads=threads, cuda_graphs=cuda_graphs,
+                            cuda_graphs_memory_mb=s.cuda_graphs_memory_mb, cuda_graphs_max_rows=s.cuda_graphs_max_rows)
 
     def run(sources: list[list[int]], opts: SearchOptions, batch_size: int) -> Run:
         outputs, steps, step_seconds, started = [], 0, 0.0, time.perf_counter()

@@ -58,7 +58,7 @@ def load_model(folder: Path, settings: Settings, metrics: Metrics) -> tuple[list
     """A model folder's sessions, warm, behind a batcher; the pairs it serves."""
     s = settings
     model = ModelSessions(folder, s.precision, s.provider, s.threads, s.optimization, s.spin_threads,
-                          s.cuda_graphs, s.kernels, s.cuda_graphs_memory_mb)
+                          s.cuda_graphs, s.kernels, s.cuda_graphs_memory_mb, s.cuda_graphs_max_rows)
     warm_up(model)
     log.info("model %s (%s) ready on %s (%s%s)", model.name, folder, model.provider, s.precision,
              ", our kernels" if model.kernels else "")

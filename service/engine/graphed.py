@@ -21,10 +21,10 @@ Where each write goes, so that no captured address ever changes:
   rows' into the other cross set; their self-attention slots are not written at all (each is written by its row's
   step before any step reads it).
 Buckets pay at a few rows, where a step is mostly kernel launches, and not at many (BENCHMARKS.md): a running batch
-of more than CAPTURED_ROWS rows steps eagerly (SwitchingDecoder), and its caches move into a bucket once it has
-shrunk to half as many. The buckets' buffers stay as long as the sessions (a captured graph holds their addresses),
-so the store has a budget (TRANSLATOR_CUDA_GRAPHS_MEMORY_MB): a batch whose bucket is not made yet and would not fit
-in it steps eagerly too.
+of more than TRANSLATOR_CUDA_GRAPHS_MAX_ROWS rows steps eagerly (SwitchingDecoder), and its caches move into a bucket
+once it has shrunk to half as many. The buckets' buffers stay as long as the sessions (a captured graph holds their
+addresses), so the store has a budget (TRANSLATOR_CUDA_GRAPHS_MEMORY_MB): a batch whose bucket is not made yet and
+would not fit in it steps eagerly too.
 On the CPU provider the same buckets, buffers and bindings run, with no capture asked for: the tests check there that
 the translations are those of service.engine.decoder's eager path. One running batch at a time uses a model's store
 (the engine runs one per model).
@@ -58,10 +58,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FIRST_SLOTS, FIRST_SOURCE = 32, 16
-# The most rows a running batch steps with in buckets; a larger one steps eagerly (SwitchingDecoder). On one H200
-# (BENCHMARKS.md) the buckets' steady state was 1.22x the eager decoder's speed at 64 rows (greedy, batch 64) and
-# 0.72-0.86x at 256 rows and more.
-CAPTURED_ROWS = 64
 PROBE_RUNS = 3  # ONNX Runtime runs a graph id once eagerly, captures it at the next run, then replays it
 
 
@@ -317,7 +313,7 @@ class SwitchingDecoder:
     or fewer, so that a batch near the bound does not move at every join and leave. A batch whose bucket the store
     cannot afford steps eagerly as well."""
 
-    def __init__(self, model: ModelSessions, store: BucketStore, most_rows: int = CAPTURED_ROWS):
+    def __init__(self, model: ModelSessions, store: BucketStore, most_rows: int):
         self.bucketed, self.eager = BucketedDecoder(model, store), OrtDecoder(model)
         self.active: BucketedDecoder | OrtDecoder = self.bucketed
         self.store, self.max_len = store, model.model_config.max_len

@@ -26,7 +26,7 @@ from service.engine.graphed import BucketStore, SwitchingDecoder, captured_store
 from service.engine.kernels import built_library
 from service.engine.kernels.graph import KernelsRefused, with_kernels
 from service.engine.memory import trim_malloc
-from service.settings import CUDA_GRAPHS_MEMORY_MB
+from service.settings import CUDA_GRAPHS_MAX_ROWS, CUDA_GRAPHS_MEMORY_MB
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,7 @@ class ModelSessions:
         cuda_graphs: bool = True,
         kernels: bool = True,
         cuda_graphs_memory_mb: int = CUDA_GRAPHS_MEMORY_MB,
+        cuda_graphs_max_rows: int = CUDA_GRAPHS_MAX_ROWS,
     ):
         self.model_dir = Path(model_dir)
         self.config = FolderConfig.load(self.model_dir)
@@ -152,6 +153,7 @@ class ModelSessions:
         # TRANSLATOR_CUDA_GRAPHS: the buckets whose steps are captured (service.engine.graphed), None for the eager
         # decoder (the setting off, or capture not possible here: the reason is logged)
         self.cuda_graphs_memory = cuda_graphs_memory_mb * 2**20  # the buckets' budget, in bytes
+        self.cuda_graphs_max_rows = cuda_graphs_max_rows  # a running batch of more rows steps eagerly
         self.buckets: BucketStore | None = captured_store(self) if cuda_graphs else None
 
     def _session(self, graph: str | bytes, options: ort.SessionOptions | None = None,
@@ -199,7 +201,9 @@ class ModelSessions:
 
     def new_decoder(self) -> OrtDecoder | SwitchingDecoder:
         """An empty decoder for a running batch (core.search.RunningBatch)."""
-        return OrtDecoder(self) if self.buckets is None else SwitchingDecoder(self, self.buckets)
+        if self.buckets is None:
+            return OrtDecoder(self)
+        return SwitchingDecoder(self, self.buckets, self.cuda_graphs_max_rows)
 
     def translate_ids(self, sources: list[list[int]], opts: SearchOptions) -> BatchResult:
         """Translate source ids in one running batch; returns hypotheses and where the time went."""
