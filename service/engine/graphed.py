@@ -114,20 +114,31 @@ class Bucket:
 
         self.self_sets = [[zeros(shape.slots) for _ in model.self_names] for _ in range(2)]
         self.cross_sets = [[zeros(shape.source) for _ in model.cross_names] for _ in range(2)]
+        # the step's inputs on the host, the padding rows' after the batch's, copied to the device before each step
+        self.host_tokens = np.zeros(shape.rows, np.int64)
+        self.host_positions = np.zeros(shape.rows, np.int64)
         self.tokens = ort.OrtValue.ortvalue_from_numpy(np.zeros(shape.rows, np.int64), model.device, 0)
         self.positions = ort.OrtValue.ortvalue_from_numpy(np.zeros(shape.rows, np.int64), model.device, 0)
         self.src_mask = ort.OrtValue.ortvalue_from_numpy(np.zeros((shape.rows, shape.source), bool), model.device, 0)
+        self.written_mask: np.ndarray | None = None  # the batch's source mask that src_mask holds now
         self.steps: dict[tuple[int, int, int], StepBinding] = {}
 
     def write(self, tokens: np.ndarray, positions: np.ndarray, src_mask: np.ndarray) -> None:
-        """The step's inputs into their buffers, the padding rows' after the batch's."""
-        rows, (n, length) = self.shape.rows, src_mask.shape
-        padded_mask = np.zeros((rows, self.shape.source), bool)
-        padded_mask[:n, :length] = src_mask
-        padded_mask[n:, 0] = True  # a padding row attends to one source token: no row of -inf alone
-        self.tokens.update_inplace(np.pad(tokens, (0, rows - n)))
-        self.positions.update_inplace(np.pad(positions, (0, rows - n)))
-        self.src_mask.update_inplace(padded_mask)
+        """The step's inputs into their buffers, the padding rows' (token 0 at position 0) after the batch's. The
+        source mask only when it is another array than the one written last: a decoder replaces its mask when rows
+        join or leave and never changes one in place, so most steps copy two small vectors alone."""
+        n = len(tokens)
+        for host, value, device in ((self.host_tokens, tokens, self.tokens),
+                                    (self.host_positions, positions, self.positions)):
+            host[:n], host[n:] = value, 0
+            device.update_inplace(host)
+        if src_mask is not self.written_mask:
+            length = src_mask.shape[1]
+            padded_mask = np.zeros((self.shape.rows, self.shape.source), bool)
+            padded_mask[:n, :length] = src_mask
+            padded_mask[n:, 0] = True  # a padding row attends to one source token: no row of -inf alone
+            self.src_mask.update_inplace(padded_mask)
+            self.written_mask = src_mask
 
     def step(self, self_set: int, cross_set: int, width: int) -> StepBinding:
         """The step over these sets with this top-k width, bound the first time it is asked for."""
