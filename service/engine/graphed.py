@@ -369,7 +369,9 @@ class SwitchingDecoder:
 
 def pad_rows(rows: np.ndarray, size: int) -> np.ndarray:
     """Row indices for a bucket of `size` rows: `rows`, then row 0 for each padding row."""
-    return np.pad(rows.astype(np.int64), (0, size - len(rows)))
+    padded = np.zeros(size, np.int64)
+    padded[: len(rows)] = rows
+    return padded
 
 
 def captured_store(model: ModelSessions) -> BucketStore | None:
