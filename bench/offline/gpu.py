@@ -49,13 +49,13 @@ Run = tuple[list[list[int]], float, int, float]
 Engine = Callable[[list[list[int]], SearchOptions, int], Run]
 
 
-def ort_engine(folder: Path, precision: str, provider: str, threads: int, cuda_graphs: bool = False,
-               settings: Settings | None = None) -> tuple[Engine, str]:
+def ort_engine(folder: Path, precision: str, provider: str, threads: int,
+               cuda_graphs: bool = False) -> tuple[Engine, str]:
     """A Translator as an Engine, and the provider it really runs on; with CUDA graphs, the buckets' budget and most
-    rows of `settings` (the environment's TRANSLATOR_ settings unless told)."""
+    rows as the environment's TRANSLATOR_ settings say."""
     from service.translator import Translator
 
-    s = settings or Settings()
+    s = Settings()
     translator = Translator(folder, precision=precision, provider=provider, threads=threads, cuda_graphs=cuda_graphs,
                             cuda_graphs_memory_mb=s.cuda_graphs_memory_mb, cuda_graphs_max_rows=s.cuda_graphs_max_rows)
 
