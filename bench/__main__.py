@@ -88,6 +88,12 @@ BENCHMARKS = [
         args=("--check",), gpu=True,
     ),
     Benchmark(
+        "gpu_kernels", "bench.offline.gpu_kernels",
+        "where a translation's time goes on the GPU: its kernels and copies read through CUPTI, the GPU's busy share "
+        "of each decoder step's wall time, eager and with CUDA graphs; exits 2 without a GPU",
+        gpu=True,
+    ),
+    Benchmark(
         "checkouts", "bench.offline.checkouts",
         "offline speed of this checkout against another one, side by side",
         needs="a checkout to compare with: git worktree add /tmp/base COMMIT; "

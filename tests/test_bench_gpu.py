@@ -1,6 +1,7 @@
 """bench.offline.gpu on the CPU provider (no GPU here): every engine, beam and batch size gets a row with its figures,
 and the reference engine's outputs are its own. Its --check exits 2 without a GPU, and its code runs here on the CPU
-provider."""
+provider. bench.offline.gpu_kernels exits 2 without a GPU too; what it reads from a profiler's trace is checked on a
+trace of our own."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.common.defaults import REPO
-from bench.offline import gpu_check
+from bench.offline import gpu_check, gpu_kernels
 from bench.offline.gpu import main, parse_args
 from service.settings import Settings
 
@@ -108,3 +109,31 @@ def test_buckets_span_the_engines_rows_and_cache_slots():
     assert gpu_check.by_fours(1, 576) == [1, 4, 16, 64, 256, 576]
     assert gpu_check.buckets(4, 512, 250)[-1] == gpu_check.Bucket(rows=4, slots=512, source=250)
     assert gpu_check.engine_max_rows(Settings(max_batch_sentences=64, max_beam_size=8)) == 72 * 8
+
+
+def test_gpu_kernels_without_a_gpu_says_so_in_one_line_and_exits_2(tiny_model_dir: Path):
+    done = subprocess.run([sys.executable, "-m", "bench.offline.gpu_kernels", "--model-dir", str(tiny_model_dir)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert (done.stdout + done.stderr).splitlines() == [
+        "bench.offline.gpu_kernels needs a GPU: CUDA is not usable here, ONNX Runtime runs on CPUExecutionProvider"]
+
+
+def test_gpu_kernels_reads_the_busy_time_per_step_from_a_trace():
+    """Overlapping kernels count once, gaps not at all; copies are the GPU's work too; the host's events are not."""
+    assert gpu_kernels.busy_seconds([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0), (5.5, 5.7)]) == 4.0
+    events = [
+        {"cat": "kernel", "name": "gemm", "ts": 0.0, "dur": 400.0},
+        {"cat": "kernel", "name": "softmax", "ts": 300.0, "dur": 200.0},  # overlaps the gemm by 100 µs
+        {"cat": "gpu_memcpy", "name": "Memcpy DtoH", "ts": 1000.0, "dur": 100.0},
+        {"cat": "kernel", "name": "gemm", "ts": 2000.0, "dur": 400.0},
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 0.0, "dur": 5000.0},  # the host's, left out
+    ]
+    work = gpu_kernels.device_work(events, steps=2, seconds=0.005)
+    assert work["busy_ms_per_step"] == pytest.approx(1.0 / 2)  # 500 + 100 + 400 µs busy, over 2 steps
+    assert work["busy_share"] == pytest.approx(1.0 / 5)
+    assert work["ms_per_step"] == pytest.approx(2.5)
+    assert (work["kernels_per_step"], work["copies_per_step"]) == (1.5, 0.5)
+    assert [(t["name"], t["per_step"], t["us_each"]) for t in work["top"]] == [
+        ("gemm", 1.0, 400.0), ("softmax", 0.5, 200.0), ("Memcpy DtoH", 0.5, 100.0)]
+    assert gpu_kernels.run_shape("4x64") == (4, 64)
