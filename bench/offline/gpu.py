@@ -39,6 +39,7 @@ from core.folder import FolderConfig
 from core.search import SearchOptions
 from core.tokenizer import load_tokenizer
 from core.translate import source_ids
+from service.engine.sessions import running_provider
 from service.settings import Settings
 
 BATCH_SIZES = [1, 16, 64, 256, 1024]
@@ -199,6 +200,20 @@ def main(argv: list[str] | None = None) -> dict:
     for path in write_results(args.out, "gpu", result, markdown(result)):
         print(path)
     return result
+
+
+def exit_without_gpu(command: str, profiler: bool = False) -> None:
+    """Where ONNX Runtime's CUDA provider is not usable (or, with `profiler`, torch sees no GPU, whose CUPTI its
+    profiler reads): one line saying that `command` needs a GPU and why, then exit status 2."""
+    provider = running_provider("auto")
+    why = None if provider == "CUDAExecutionProvider" else f"CUDA is not usable here, ONNX Runtime runs on {provider}"
+    if why is None and profiler:
+        import torch
+
+        why = None if torch.cuda.is_available() else "torch sees no GPU (its profiler reads the kernels through CUPTI)"
+    if why:
+        print(f"{command} needs a GPU: {why}")
+        raise SystemExit(2)
 
 
 def gpu_environment() -> dict:

@@ -45,7 +45,7 @@ import onnxruntime as ort
 from bench.common.cli import command_line, settings_of
 from bench.common.defaults import REPO
 from bench.common.report import markdown_table, write_results
-from bench.offline.gpu import gpu_environment, ort_engine, with_fp16
+from bench.offline.gpu import exit_without_gpu, gpu_environment, ort_engine, with_fp16
 from core.corpus import load_test_set
 from core.folder import FolderConfig, GraphIO, ModelConfig, cache_names
 from core.search import CACHE_SLOTS, SearchOptions
@@ -55,7 +55,7 @@ from export.cuda_contract import KernelTable, fix_dims, fold_constants, missing,
 from service.engine.admission import Admission
 from service.engine.cache_graphs import fit_graph, join_graph, select_graph
 from service.engine.graphed import BucketStore, Shape
-from service.engine.sessions import CPU_UNFUSED, ModelSessions, running_provider, session_options
+from service.engine.sessions import CPU_UNFUSED, ModelSessions, session_options
 from service.settings import Settings
 
 CUDA, CPU = "CUDAExecutionProvider", "CPUExecutionProvider"
@@ -85,10 +85,7 @@ class Bucket:
 
 def main(args: argparse.Namespace, argv: list[str] | None) -> dict:
     """The check on the GPU; without one, a line saying so and exit status 2."""
-    provider = running_provider("auto")
-    if provider != CUDA:
-        print(f"bench.offline.gpu --check needs a GPU: CUDA is not usable here, ONNX Runtime runs on {provider}")
-        raise SystemExit(2)
+    exit_without_gpu("bench.offline.gpu --check")
     return check(args, argv, CUDA)
 
 

@@ -22,13 +22,12 @@ from pathlib import Path
 from bench.common.cli import command_line, settings_of
 from bench.common.defaults import MODEL_DIR, RESULTS
 from bench.common.report import markdown_table, write_results
-from bench.offline.gpu import Engine, gpu_environment, ort_engine, with_fp16
+from bench.offline.gpu import Engine, exit_without_gpu, gpu_environment, ort_engine, with_fp16
 from core.corpus import load_test_set
 from core.folder import FolderConfig
 from core.search import SearchOptions
 from core.tokenizer import load_tokenizer
 from core.translate import source_ids
-from service.engine.sessions import running_provider
 
 SHORT_RUN = 20  # batch 1 translates every this-many-th sentence
 TOP = 10  # the kernels listed per run
@@ -97,22 +96,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def gpu_missing() -> str | None:
-    """Why this cannot run here, or None: ONNX Runtime's CUDA provider and torch's CUDA (CUPTI) are both needed."""
-    provider = running_provider("auto")
-    if provider != "CUDAExecutionProvider":
-        return f"CUDA is not usable here, ONNX Runtime runs on {provider}"
-    import torch
-
-    return None if torch.cuda.is_available() else "torch sees no GPU (its profiler reads the kernels through CUPTI)"
-
-
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    missing = gpu_missing()
-    if missing:
-        print(f"bench.offline.gpu_kernels needs a GPU: {missing}")
-        raise SystemExit(2)
+    exit_without_gpu("bench.offline.gpu_kernels", profiler=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-gpu-kernels-") as scratch:
         folder = with_fp16(args.model_dir, Path(scratch)) if args.precision == "fp16" else args.model_dir
