@@ -93,6 +93,22 @@ def grown_slots(positions: int, slots: int, rows: int, max_len: int) -> int:
     return max(needed, min(2 * slots, max_len)) if rows <= FEW_ROWS else needed
 
 
+def filled_order(stays: np.ndarray) -> np.ndarray:
+    """The sentences that stay (stays: a bool per sentence), in the order they go on in: each in its place, but
+    those past the new end of the batch, which fill the places of the sentences that leave. A leaving sentence
+    then moves the few rows that take its place within the decoder's caches, not every row after it."""
+    kept = np.flatnonzero(stays)
+    order = np.arange(len(kept))
+    order[~stays[: len(kept)]] = kept[kept >= len(kept)]
+    return order
+
+
+def block_items(sizes: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+    """The items of these blocks, in this order, of a sequence of blocks of these sizes (a sentence's rows)."""
+    starts, taken = np.cumsum(sizes) - sizes, sizes[blocks]
+    return np.repeat(starts[blocks] - (np.cumsum(taken) - taken), taken) + np.arange(taken.sum())
+
+
 def pad_batch(sequences: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
     """Right-pad id sequences into (N, S) int64 ids and a bool mask that is True at real tokens."""
     longest = max(len(s) for s in sequences)
@@ -167,7 +183,8 @@ class RunningBatch:
         if stays.all():
             return []
         leaving = [s for s, stay in zip(self.sentences, stays) if not stay]
-        self._keep(np.flatnonzero(stays), np.flatnonzero(np.repeat(stays, self.beam_sizes)), left=True)
+        order = filled_order(stays)
+        self._keep(order, block_items(self.beam_sizes, order), left=True)
         return leaving
 
     def step(self) -> list[Sentence]:
@@ -188,7 +205,13 @@ class RunningBatch:
             done, old_rows, tokens, scores = self._beam_sizes(top_tokens, top_logp)
         ended = [self.sentences[m] for m in np.flatnonzero(done)] if done.any() else []
         self.steps += 1
-        self._keep(np.flatnonzero(~done) if ended else None, old_rows, left=bool(ended))
+        if ended:  # the rows go on in sentence order: in the order the sentences that stay take
+            order = filled_order(~done)
+            moved = block_items(self.beam_sizes[~done], (np.cumsum(~done) - 1)[order])
+            old_rows, tokens, scores = old_rows[moved], tokens[moved], scores[moved]
+            self._keep(order, old_rows, left=True)
+        else:
+            self._keep(None, old_rows, left=False)
         self.tokens, self.scores = tokens, scores
         if self.rows:
             self.history[np.arange(self.rows), self.steps.repeat(self.beam_sizes) - 1] = tokens
@@ -236,14 +259,15 @@ class RunningBatch:
         self.tokens = token
         if done is None:
             return []
-        keep = np.flatnonzero(~done)
+        keep = filled_order(~done)
         ended = [self.sentences[m] for m in np.flatnonzero(done)]
         self._keep(keep, keep, left=True)
         return ended
 
     def _keep(self, sentences: np.ndarray | None, rows: np.ndarray, left: bool) -> None:
-        """Go on with these sentences and these rows (of the batch before), in this order; `left`: some sentence
-        left, so the encoder keys/values are selected too (without, `sentences` is every one and may be None)."""
+        """Go on with these sentences and these rows (of the batch before), in this order (filled_order's, when
+        sentences left); `left`: some sentence left, so the encoder keys/values are selected too (without,
+        `sentences` is every one and may be None)."""
         if len(rows) == self.rows and (rows == np.arange(self.rows)).all():
             return
         self.decoder.select(rows, rows if left else None)

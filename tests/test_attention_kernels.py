@@ -24,6 +24,7 @@ from export.quantize import quantize_int8
 from model.config import preset
 from model.transformer import Transformer
 from service.engine import sessions
+from service.engine.cache_graphs import move_graph
 from service.engine.decoder import OrtDecoder
 from service.engine.kernels import built_library
 from service.engine.kernels.graph import KernelsRefused, with_kernels
@@ -182,3 +183,51 @@ def test_the_top_k_orders_ties_and_banned_tokens_as_onnx_does(library, width):
                     .run(None, feeds) for mine in (False, True))
     np.testing.assert_array_equal(ours[1], theirs[1])
     np.testing.assert_allclose(ours[0], theirs[0], atol=1e-5)
+
+
+def moves(rng: np.random.Generator, n: int) -> list[np.ndarray]:
+    """Row selections of every kind a search makes of n rows: beam reorders (rows repeated, cycles of rows that
+    change places), sentences leaving (fewer rows, those after a hole moved into it), and both at once."""
+    swap = np.arange(n)
+    swap[[0, n - 1]] = swap[[n - 1, 0]]
+    return [np.arange(n)[::-1].copy(), swap, np.sort(rng.integers(0, n, n)), rng.integers(0, n, n),
+            rng.permutation(n), rng.choice(n, n - 3, replace=False), np.r_[np.arange(2), n - 1, np.arange(3, n - 1)],
+            rng.integers(0, n, n // 2), np.roll(np.arange(n), 1)]
+
+
+@pytest.mark.parametrize("n", [4, 9, 33])
+def test_rows_moved_in_place_are_the_rows_gathered(library, n):
+    """The move graph with each output bound to its input's memory, as the decoder runs it: each row has its
+    source row's first `lengths` slots, whatever the order the rows must be written in."""
+    rng = np.random.default_rng(n)
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(str(library))
+    session = ort.InferenceSession(move_graph(2), options, providers=["CPUExecutionProvider"])
+    for rows in moves(rng, n):
+        caches = [rng.standard_normal((n, 3, 6, 4)).astype(np.float32) for _ in range(2)]
+        lengths = rng.integers(0, 7, n)
+        expected = [cache[rows].copy() for cache in caches]
+        values = [ort.OrtValue.ortvalue_from_numpy(cache) for cache in caches]
+        binding = session.io_binding()
+        for i, value in enumerate(values):
+            binding.bind_ortvalue_input(f"x_{i}", value)
+            binding.bind_ortvalue_output(f"y_{i}", ort.OrtValue.ortvalue_from_numpy(caches[i][: len(rows)]))
+        binding.bind_cpu_input("rows", rows.astype(np.int64))
+        binding.bind_cpu_input("lengths", lengths.astype(np.int64))
+        session.run_with_iobinding(binding)
+        for cache, want in zip(caches, expected):
+            for i, row in enumerate(rows):
+                np.testing.assert_array_equal(cache[i, :, : lengths[row]], want[i, :, : lengths[row]])
+                if row == i:  # a row that keeps its place keeps all of its slots
+                    np.testing.assert_array_equal(cache[i], want[i])
+
+
+def test_a_move_to_a_row_out_of_range_is_refused(library):
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(str(library))
+    session = ort.InferenceSession(move_graph(1), options, providers=["CPUExecutionProvider"])
+    feeds = {"x_0": np.zeros((2, 1, 1, 1), np.float32), "lengths": np.ones(2, np.int64)}
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.RuntimeException, match="out of range"):
+        session.run(None, {**feeds, "rows": np.array([2])})
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.RuntimeException, match="one entry per row"):
+        session.run(None, {**feeds, "rows": np.array([1]), "lengths": np.ones(3, np.int64)})

@@ -3,9 +3,9 @@
     python -m bench.offline.profile_steps [--model-dir models/en-de] [--precision fp32] [--threads N]
                                           [--batch-sizes 1 16 64] [--beams 1 4] [--sentences 200] [--no-ct2]
 
-Wraps, in this process only, the runs of the translator's encoder, decoder, select (the cache reordering) and
-join (appending rows, growing the cache) sessions and the tokenizer, then translates the first N test sentences
-in batches.
+Wraps, in this process only, the runs of the translator's encoder, decoder, select (the cache reordering: the select
+graph, or with our kernels the move graph) and join (appending rows, growing the cache) sessions and the tokenizer,
+then translates the first N test sentences in batches.
 Everything else is the search in NumPy (for beam search: candidates, sorting, finished hypotheses) plus glue.
 CTranslate2 translates the same batches for comparison (its total only: it is all C++), unless --no-ct2 (a folder
 it cannot convert, such as a converted Marian model: bench.common.micro_model's).
@@ -59,6 +59,8 @@ def instrument(t: Translator, watch: Stopwatch) -> None:
     t.encoder.run_with_iobinding = watch.wrap("encoder", t.encoder.run_with_iobinding)
     t.decoder.run_with_iobinding = watch.wrap("decoder", t.decoder.run_with_iobinding)
     t.select.run_with_iobinding = watch.wrap("select", t.select.run_with_iobinding)
+    if t.move is not None:  # with our kernels, the rows move in place rather than through the select graph
+        t.move.run_with_iobinding = watch.wrap("select", t.move.run_with_iobinding)
     t.join.run_with_iobinding = watch.wrap("join", t.join.run_with_iobinding)
     t.tokenizer.encode = watch.wrap("tokenizer", t.tokenizer.encode)
     t.tokenizer.decode = watch.wrap("tokenizer", t.tokenizer.decode)

@@ -228,16 +228,55 @@ class OrtDecoder:
             self._empty()
             return
         rows = rows.astype(np.int64)
-        if cross_rows is None and len(rows) == len(self.positions):
+        if self.model.move is not None:
+            self._move_rows(rows, cross_rows)
+        elif cross_rows is None and len(rows) == len(self.positions):
             self._reorder(rows)
         else:
             self._set_self_kv(run_graph(self.model, self.model.select, "x", self.self_kv, {"rows": rows}))
             self._replace(positions=self.positions[rows])
         if cross_rows is not None:
-            cross_rows = cross_rows.astype(np.int64)
-            self.cross_kv = run_graph(self.model, self.model.select, "x", self.cross_kv, {"rows": cross_rows})
+            if self.model.move is None:
+                self.cross_kv = run_graph(self.model, self.model.select, "x", self.cross_kv,
+                                          {"rows": cross_rows.astype(np.int64)})
             self._replace(src_mask=self.src_mask[cross_rows])
             self._shrink()
+
+    def _move_rows(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
+        """select() with our kernels: the rows moved within the caches' own memory, of a self-attention cache row
+        only the slots it has written, and the caches' first rows go on (views of that memory, no copy). A beam
+        reorder copies the rows that change parents alone, and no spare buffers are needed; a sentence leaving moves
+        only the rows that take its place (core.search fills a batch's holes from its end)."""
+        fewer = len(rows) < len(self.positions)
+        moved = self._move(self.self_kv, rows, self.positions)
+        if fewer:
+            self._set_self_kv(moved)
+            self._replace(positions=self.positions[rows])
+        else:
+            self.positions[:] = self.positions[rows]  # in place: the step bindings read it there
+            self._count_needed()
+        if cross_rows is not None:
+            slots = np.full(len(self.src_mask), self.src_mask.shape[1], dtype=np.int64)  # all: the kernel reads all
+            self.cross_kv = self._move(self.cross_kv, cross_rows.astype(np.int64), slots)
+
+    def _move(self, values: list[ort.OrtValue], rows: np.ndarray, lengths: np.ndarray) -> list[ort.OrtValue]:
+        """values[i][:M] = values[i][rows] in place (the move graph), each row's first lengths[row] slots; returns
+        the values' first M rows (the values themselves when M is all of them: a beam reorder, whose binding is kept
+        with the self-attention caches' reorder bindings and is made once for each set of buffers)."""
+        views = [first_rows(value, len(rows)) for value in values]
+        kept = views[0] is values[0] and values is self.self_kv
+        _, binding = self.reorder_bindings.get(id(values[0]), (None, None)) if kept else (None, None)
+        if binding is None:
+            binding = self.model.move.io_binding()
+            for i, (value, view) in enumerate(zip(values, views)):
+                binding.bind_ortvalue_input(f"x_{i}", value)
+                binding.bind_ortvalue_output(f"y_{i}", view)
+            if kept:
+                self.reorder_bindings[id(values[0])] = values, binding
+        binding.bind_cpu_input("rows", rows)
+        binding.bind_cpu_input("lengths", lengths)
+        self.model.move.run_with_iobinding(binding, self.model.run_options)
+        return views
 
     def _shrink(self) -> None:
         """After sentences left: cut the encoder keys/values to the longest source left and the self-attention
@@ -302,6 +341,17 @@ def run_graph(model: ModelSessions, session: ort.InferenceSession, prefix: str, 
             binding.bind_ortvalue_output(f"y_{i}", into[i])
     session.run_with_iobinding(binding, model.run_options)
     return into if into is not None else binding.get_outputs()
+
+
+def first_rows(value: ort.OrtValue, rows: int) -> ort.OrtValue:
+    """A CPU tensor's first rows, over its memory. The view is made of the tensor that owns the memory, and holds it
+    (`owner`): a view's NumPy array keeps only the tensor it was read from alive, and a view owns no memory."""
+    if value.shape()[0] == rows:
+        return value
+    owner = getattr(value, "owner", value)
+    view = ort.OrtValue.ortvalue_from_numpy(owner.numpy()[:rows])
+    view.owner = owner
+    return view
 
 
 def axis2_pads(grow: int) -> np.ndarray:

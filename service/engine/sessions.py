@@ -20,7 +20,7 @@ import onnxruntime as ort
 
 from core.folder import FolderConfig, GraphIO
 from core.search import Hypothesis, SearchOptions, search
-from service.engine.cache_graphs import fit_graph, join_graph, select_graph
+from service.engine.cache_graphs import fit_graph, join_graph, move_graph, select_graph
 from service.engine.decoder import OrtDecoder
 from service.engine.graphed import BucketStore, SwitchingDecoder, captured_store
 from service.engine.kernels import built_library
@@ -136,6 +136,7 @@ class ModelSessions:
         # batch 16 at 0.42x the speed on 2 cores, bench/results/engines-spin.md).
         self.options = session_options(threads, optimization, spin_threads=False)
         self.step_options = session_options(threads, optimization, spin_threads)
+        self.kernel_options = session_options(threads, optimization, spin_threads=False)  # a cache graph of ours
         self.encoder = self._session(graphs["encoder"])
         self.kernels = False  # whether the step runs our kernels (service.engine.kernels) or as exported
         self.decoder = self._decoder(graphs["decoder"], kernels)
@@ -147,6 +148,8 @@ class ModelSessions:
         self.select = self._session(select_graph(len(self.self_names)))
         self.join = self._session(join_graph(len(self.self_names)))
         self.new_self_names = names(self.decoder, GraphIO.NEW_SELF, outputs=True)
+        # rows of the caches moved in place (our kernel, where the step runs ours), else None: the select graph
+        self.move = self._session(move_graph(len(self.self_names)), self.kernel_options) if self.kernels else None
         # None unless needed: with any RunOptions, onnxruntime 1.31's Python run_with_iobinding looks up a
         # gpu_graph_id entry, and the lookup of an absent entry raises and catches an error, 50 us every run
         self.run_options: ort.RunOptions | None = None
@@ -179,6 +182,7 @@ class ModelSessions:
                 self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
                 self.step_options.register_custom_ops_library(str(library))
                 session = self._session(step.SerializeToString(), self.step_options)
+                self.kernel_options.register_custom_ops_library(str(library))
                 self.kernels = True
                 return session
             except (KernelsRefused, *ORT_ERRORS) as why:  # a graph not ours; a library ONNX Runtime refuses

@@ -13,6 +13,13 @@
 // ours.TopLogSoftmax(logits, width) -> top_logp, top_tokens
 //     Each row's `width` (a (1,) int64) best tokens and their log-probabilities, best first, the lower token first
 //     among equals: TopK(LogSoftmax(logits), width), without the (N, V) log-probabilities written and read again.
+// ours.MoveRows(x, rows, lengths) -> y
+//     x (N, H, L, Dh), rows (M,) int64 (M <= N), lengths (N,) int64: y[i] = x[rows[i]], of each head only the first
+//     lengths[rows[i]] slots (a self-attention cache's slots in use; the rest of the row is left as it was). In
+//     place when ONNX Runtime gives y x's buffer (service.engine.decoder binds it so): a row that keeps its place is
+//     not touched, a row whose content another row still has to read is written after that read, and a cycle of rows
+//     (two beams that change places) goes through a copy of one of them. A beam reorder then copies only the rows
+//     that change parents, and a sentence that leaves only the rows moved into its place.
 //
 // Rows run in parallel on the session's intra-op threads. The attention computes what ONNX's Attention computes for
 // one query (model.transformer.attention); -fassociative-math lets the compiler vectorize the dot products and the
@@ -204,6 +211,57 @@ struct TopRows {
   }
 };
 
+// The in-place order of MoveRows: each row written only once no row still to be written reads it (Kahn's order of
+// the graph "i reads rows[i]"); a row on a cycle is first copied aside (`aside`), and its readers read the copy.
+struct RowMoves {
+  float* x;                      // (N, H, L, Dh), read and written
+  const int64_t* rows;           // (M,)
+  const int64_t* lengths;        // (N,) slots of each row to copy
+  int64_t n, m, heads, slots, dh;
+
+  void copy_row(float* to, const float* from, int64_t length) const {
+    const int64_t head = slots * dh, count = std::min(length, slots) * dh;
+    for (int64_t h = 0; h < heads; ++h) std::memcpy(to + h * head, from + h * head, count * sizeof(float));
+  }
+
+  float* row(int64_t r) const { return x + r * heads * slots * dh; }
+
+  void run() const {
+    std::vector<int64_t> readers(m, 0), ready;
+    std::vector<bool> moves(m, false), done(m, false);
+    for (int64_t i = 0; i < m; ++i) {
+      moves[i] = rows[i] != i;
+      if (moves[i] && rows[i] < m) ++readers[rows[i]];
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      if (moves[i] && readers[i] == 0) ready.push_back(i);
+    }
+    std::vector<float> aside;  // rows copied aside, whole
+    std::vector<int64_t> aside_of(m, -1);
+    const int64_t row_size = heads * slots * dh;
+    int64_t next = 0;  // the first row not yet passed over for cycles
+    while (true) {
+      while (!ready.empty()) {
+        const int64_t i = ready.back();
+        ready.pop_back();
+        const int64_t from = rows[i];
+        const float* source = from < m && aside_of[from] >= 0 ? aside.data() + aside_of[from] * row_size : row(from);
+        copy_row(row(i), source, lengths[from]);
+        done[i] = true;
+        if (from < m && moves[from] && --readers[from] == 0 && !done[from]) ready.push_back(from);
+      }
+      while (next < m && !(moves[next] && !done[next])) ++next;
+      if (next == m) break;
+      // every row left to write is on a cycle: one of them aside, then its readers read the copy
+      aside_of[next] = static_cast<int64_t>(aside.size() / row_size);
+      aside.resize(aside.size() + row_size);
+      copy_row(aside.data() + aside_of[next] * row_size, row(next), lengths[next]);
+      readers[next] = 0;
+      ready.push_back(next);
+    }
+  }
+};
+
 struct SelfAttentionKernel {
   SelfAttentionKernel(const OrtApi&, const OrtKernelInfo*) {}
 
@@ -256,6 +314,34 @@ struct TopLogSoftmaxKernel {
   }
 };
 
+struct MoveRowsKernel {
+  MoveRowsKernel(const OrtApi&, const OrtKernelInfo*) {}
+
+  void Compute(OrtKernelContext* context) {
+    Ort::KernelContext ctx(context);
+    auto x = ctx.GetInput(0), rows = ctx.GetInput(1), lengths = ctx.GetInput(2);
+    std::vector<int64_t> shape = x.GetTensorTypeAndShapeInfo().GetShape();
+    const int64_t n = shape[0], m = static_cast<int64_t>(rows.GetTensorTypeAndShapeInfo().GetElementCount());
+    shape[0] = m;
+    float* y = ctx.GetOutput(0, shape).GetTensorMutableData<float>();
+    const float* source = x.GetTensorData<float>();
+    const int64_t* from = rows.GetTensorData<int64_t>();
+    if (static_cast<int64_t>(lengths.GetTensorTypeAndShapeInfo().GetElementCount()) != n) {
+      ORT_CXX_API_THROW("MoveRows: lengths must have one entry per row of x", ORT_INVALID_ARGUMENT);
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      if (from[i] < 0 || from[i] >= n) ORT_CXX_API_THROW("MoveRows: a row out of range", ORT_INVALID_ARGUMENT);
+    }
+    RowMoves moves{y, from, lengths.GetTensorData<int64_t>(), n, m, shape[1], shape[2], shape[3]};
+    if (y == source && m <= n) {
+      moves.run();
+    } else {  // a gather into another buffer
+      for (int64_t i = 0; i < m; ++i) moves.copy_row(moves.row(i), source + from[i] * shape[1] * shape[2] * shape[3],
+                                                     moves.lengths[from[i]]);
+    }
+  }
+};
+
 constexpr ONNXTensorElementDataType FLOAT = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
 constexpr ONNXTensorElementDataType INT64 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
 
@@ -291,9 +377,20 @@ struct TopLogSoftmaxOp : Ort::CustomOpBase<TopLogSoftmaxOp, TopLogSoftmaxKernel>
   ONNXTensorElementDataType GetOutputType(size_t i) const { return i == 1 ? INT64 : FLOAT; }
 };
 
+struct MoveRowsOp : Ort::CustomOpBase<MoveRowsOp, MoveRowsKernel> {
+  void* CreateKernel(const OrtApi& api, const OrtKernelInfo* info) const { return new MoveRowsKernel(api, info); }
+  const char* GetName() const { return "MoveRows"; }
+  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
+  size_t GetInputTypeCount() const { return 3; }
+  ONNXTensorElementDataType GetInputType(size_t i) const { return i == 0 ? FLOAT : INT64; }
+  size_t GetOutputTypeCount() const { return 1; }
+  ONNXTensorElementDataType GetOutputType(size_t) const { return FLOAT; }
+};
+
 SelfAttentionOp self_attention;
 CrossAttentionOp cross_attention;
 TopLogSoftmaxOp top_log_softmax;
+MoveRowsOp move_rows;
 
 }  // namespace
 
@@ -309,6 +406,7 @@ extern "C" OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options,
     ours->Add(&self_attention);
     ours->Add(&cross_attention);
     ours->Add(&top_log_softmax);
+    ours->Add(&move_rows);
     return ours;
   }();
   Ort::UnownedSessionOptions(options).Add(*domain);
