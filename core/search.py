@@ -15,8 +15,10 @@ next to each other) and offers three calls; its self-attention cache has cache_s
                                   likely next tokens of each row, best first, and their log-probabilities: two
                                   (rows, width) arrays
     select(rows, cross_rows)      keep and reorder rows of the self-attention cache (and the rows' positions);
-                                  cross_rows, when given, does the same for the encoder keys/values (only needed
-                                  when sentences leave: a sentence's rows share them)
+                                  cross_rows, given when sentences leave, names for each new row the row of the
+                                  batch before at the same place within the same sentence: the encoder keys/values
+                                  follow it (a sentence's rows share them), and a decoder may move each sentence's
+                                  memory by it (service.engine.decoder's slot table does)
 Beam search needs no more of a step than each row's 2 * beam_size best tokens: a row adds one score to all its
 tokens, so a sentence's best candidates are among its rows' best tokens. The decoder picks them where the logits
 are (in the ONNX graph, or in PyTorch), so that no (rows, vocabulary) array crosses into NumPy.
@@ -184,7 +186,7 @@ class RunningBatch:
             return []
         leaving = [s for s, stay in zip(self.sentences, stays) if not stay]
         order = filled_order(stays)
-        self._keep(order, block_items(self.beam_sizes, order), left=True)
+        self._keep(block_items(self.beam_sizes, order), order)
         return leaving
 
     def step(self) -> list[Sentence]:
@@ -209,9 +211,9 @@ class RunningBatch:
             order = filled_order(~done)
             moved = block_items(self.beam_sizes[~done], (np.cumsum(~done) - 1)[order])
             old_rows, tokens, scores = old_rows[moved], tokens[moved], scores[moved]
-            self._keep(order, old_rows, left=True)
+            self._keep(old_rows, order)
         else:
-            self._keep(None, old_rows, left=False)
+            self._keep(old_rows)
         self.tokens, self.scores = tokens, scores
         if self.rows:
             self.history[np.arange(self.rows), self.steps.repeat(self.beam_sizes) - 1] = tokens
@@ -261,17 +263,17 @@ class RunningBatch:
             return []
         keep = filled_order(~done)
         ended = [self.sentences[m] for m in np.flatnonzero(done)]
-        self._keep(keep, keep, left=True)
+        self._keep(keep, keep)
         return ended
 
-    def _keep(self, sentences: np.ndarray | None, rows: np.ndarray, left: bool) -> None:
-        """Go on with these sentences and these rows (of the batch before), in this order (filled_order's, when
-        sentences left); `left`: some sentence left, so the encoder keys/values are selected too (without,
-        `sentences` is every one and may be None)."""
-        if len(rows) == self.rows and (rows == np.arange(self.rows)).all():
+    def _keep(self, rows: np.ndarray, sentences: np.ndarray | None = None) -> None:
+        """Go on with these rows (of the batch before), in this order; and where some sentence left, with these
+        sentences, in filled_order's order: the decoder is told the rows at the same places of the same sentences
+        too, which its encoder keys/values follow."""
+        if sentences is None and len(rows) == self.rows and (rows == np.arange(self.rows)).all():
             return
-        self.decoder.select(rows, rows if left else None)
-        if left:
+        self.decoder.select(rows, None if sentences is None else block_items(self.beam_sizes, sentences))
+        if sentences is not None:
             self.sentences = [self.sentences[m] for m in sentences]
             self.beam_sizes, self.last_steps = self.beam_sizes[sentences], self.last_steps[sentences]
             self.widest = int(self.beam_sizes.max()) if len(sentences) else 0

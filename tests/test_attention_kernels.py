@@ -18,6 +18,7 @@ from onnx import TensorProto, helper
 
 from bench.offline.gpu_check import Bucket, step_arrays
 from bench.studies.decoding_attention import BoundStep, agreement
+from core.folder import GraphIO
 from core.search import SearchOptions
 from export.graphs import export_decoder
 from export.quantize import quantize_int8
@@ -27,7 +28,7 @@ from service.engine import sessions
 from service.engine.cache_graphs import move_graph
 from service.engine.decoder import OrtDecoder
 from service.engine.kernels import built_library
-from service.engine.kernels.graph import KernelsRefused, with_kernels
+from service.engine.kernels.graph import SLOT_ROWS, KernelsRefused, with_kernels
 from service.engine.translator import Translator
 
 pytestmark = [
@@ -231,3 +232,41 @@ def test_a_move_to_a_row_out_of_range_is_refused(library):
         session.run(None, {**feeds, "rows": np.array([2])})
     with pytest.raises(ort.capi.onnxruntime_pybind11_state.RuntimeException, match="one entry per row"):
         session.run(None, {**feeds, "rows": np.array([1]), "lengths": np.ones(3, np.int64)})
+
+
+@pytest.mark.parametrize("rows", [3, 16])
+def test_a_row_reads_its_slots_where_the_slot_table_says(library, graphs, model, rows):
+    """With a slot table, row i reads its slot j < position from row slot_rows[i, j] of the caches (a beam reorder
+    reorders the table, not the caches): the exported step over caches in which every row holds its own slots,
+    gathered by the table, gives the same logits and top-k. As in beam search, the rows are sentences of 4 beams
+    at one position, whose slots are in their sentence's rows (a row writes its slot at its position, which no row
+    of its sentence reads yet)."""
+    rng = np.random.default_rng(rows)
+    arrays = step_arrays(Bucket(rows, slots=16, source=11), model.cfg, rng)
+    sentence = np.arange(rows) // 4
+    arrays[GraphIO.POSITIONS] = rng.integers(0, 16, rows)[sentence]
+    table = 4 * sentence[:, None] + rng.integers(0, 4, (rows, 16))
+    table = np.minimum(table, rows - 1)  # the last sentence may have fewer beams
+    gathered = dict(arrays)
+    for name in [n for n in arrays if n.startswith(f"{GraphIO.SELF}_")]:
+        gathered[name] = arrays[name].copy()
+        for row, position in enumerate(arrays[GraphIO.POSITIONS]):
+            slots = np.arange(position)
+            gathered[name][row, :, slots] = arrays[name][table[row, slots], :, slots]
+    same = agreement(BoundStep(graphs["export"], gathered).run(),
+                     BoundStep(graphs["kernels"], {**arrays, SLOT_ROWS: table}).run())
+    assert same["logits_max_abs_diff"] < 1e-4
+    assert same["top_tokens_equal"] == 1.0
+    assert same["top_logp_max_abs_diff"] < 1e-5
+
+
+def test_a_slot_table_that_names_no_row_is_refused(library, graphs, model):
+    arrays = step_arrays(Bucket(4, slots=8, source=5), model.cfg, np.random.default_rng(0))
+    arrays[GraphIO.POSITIONS] = np.full(4, 3)
+    table = np.zeros((4, 8), dtype=np.int64)
+    table[2, 1] = 4  # there are rows 0 to 3
+    with pytest.raises(RuntimeError, match="names no row"):
+        BoundStep(graphs["kernels"], {**arrays, SLOT_ROWS: table}).run()
+    table[2, 1] = 0
+    with pytest.raises(RuntimeError, match="a row for each row"):
+        BoundStep(graphs["kernels"], {**arrays, SLOT_ROWS: table[:3]}).run()

@@ -14,6 +14,8 @@ from core.search import (
     Hypothesis,
     RunningBatch,
     SearchOptions,
+    block_items,
+    filled_order,
     grown_slots,
     length_penalty,
     pad_batch,
@@ -377,3 +379,14 @@ def test_tokenizer_round_trips_text(tmp_path, sentence_pairs):
     ids = tokenizer.encode(texts + unseen)
     assert all(tokenizer.unk_id not in seq and tokenizer.eos_id not in seq for seq in ids)
     assert tokenizer.decode(ids) == texts + unseen
+
+
+def test_sentences_that_leave_a_running_batch_are_replaced_by_those_at_its_end():
+    """filled_order: the sentences that stay keep their places, but those past the batch's new end, which fill the
+    places of those that leave; block_items: their rows, a sentence's rows side by side."""
+    stays = np.array([True, False, True, True, False, True])
+    order = filled_order(stays)
+    assert order.tolist() == [0, 5, 2, 3]
+    assert block_items(np.array([1, 4, 2, 3, 1, 2]), order).tolist() == [0, 11, 12, 5, 6, 7, 8, 9]
+    assert filled_order(np.array([True, True, False])).tolist() == [0, 1]
+    assert filled_order(np.array([False, False])).tolist() == []

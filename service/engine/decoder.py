@@ -16,6 +16,7 @@ import onnxruntime as ort
 
 from core.folder import GraphIO
 from core.search import FEW_ROWS, cache_slots, grown_slots
+from service.engine.kernels.graph import SLOT_ROWS
 
 if TYPE_CHECKING:
     from service.engine.sessions import ModelSessions
@@ -77,6 +78,7 @@ class OrtDecoder:
             width=np.zeros(1, dtype=np.int64),
             top_tokens=np.zeros((0, 0), dtype=np.int64),  # the arrays the step writes its top-k into
             top_logp=np.zeros((0, 0), dtype=np.float32),
+            slot_rows=np.zeros((0, 0), dtype=np.int64),  # with our kernels: where each row's slots are (_move_rows)
         )
         self._set_self_kv([])
 
@@ -97,8 +99,9 @@ class OrtDecoder:
 
         The bindings are kept from step to step and made again only for new buffers: binding a dozen tensors
         at every step, and a new binding for every beam reorder, were a fifth of a one-sentence beam-4 step.
-        A beam reorder (select keeping every row) writes into `spare`, buffers of the caches' shapes, which then
-        change places with self_kv: two sets of buffers take turns, each with its step and reorder bindings.
+        A beam reorder (select keeping every row) of the step as exported writes into `spare`, buffers of the
+        caches' shapes, which then change places with self_kv: two sets of buffers take turns, each with its step
+        and reorder bindings. With our kernels a reorder reorders the slot table instead (_move_rows).
         """
         self.self_kv = values
         self.slots = values[0].shape()[2] if values else 0
@@ -106,10 +109,22 @@ class OrtDecoder:
         # by the ids of the first tensors they bind (self-attention; then cross-attention for a step)
         self.step_bindings: dict[tuple[int, int], StepBinding] = {}
         self.reorder_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
+        if self.model.kernels:
+            self._fit_slot_rows(values[0].shape()[0] if values else 0)
+
+    def _fit_slot_rows(self, rows: int) -> None:
+        """The slot table at the caches' rows and slots: the rows and slots it gains hold their own (rows joined;
+        slots grown, or cut)."""
+        if self.slot_rows.shape == (rows, self.slots):
+            return
+        table = own_slots(rows, self.slots)
+        kept_rows, kept_slots = min(rows, len(self.slot_rows)), min(self.slots, self.slot_rows.shape[1])
+        table[:kept_rows, :kept_slots] = self.slot_rows[:kept_rows, :kept_slots]
+        self._replace(slot_rows=table)
 
     def _replace(self, **arrays: np.ndarray) -> None:
         """Replace host arrays that the step reads or writes (positions, src_mask, tokens, width, top_tokens,
-        top_logp): every binding binds them again."""
+        top_logp, slot_rows): every binding binds them again."""
         for name, array in arrays.items():
             setattr(self, name, array)
         self.host_arrays += 1
@@ -189,7 +204,7 @@ class OrtDecoder:
             step = self.step_bindings[key] = StepBinding(binding, caches)
         if step.host_arrays != self.host_arrays:
             reads = {GraphIO.TOKENS: self.tokens, GraphIO.POSITIONS: self.positions, GraphIO.WIDTH: self.width,
-                     GraphIO.SRC_MASK: self.src_mask}
+                     GraphIO.SRC_MASK: self.src_mask, **({SLOT_ROWS: self.slot_rows} if t.kernels else {})}
             writes = {GraphIO.TOP_TOKENS: self.top_tokens, GraphIO.TOP_LOGP: self.top_logp}
             binding = step.binding
             for bind, arrays in ((binding.bind_ortvalue_input, reads), (binding.bind_ortvalue_output, writes)):
@@ -243,36 +258,39 @@ class OrtDecoder:
             self._shrink()
 
     def _move_rows(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        """select() with our kernels: the rows moved within the caches' own memory, of a self-attention cache row
-        only the slots it has written, and the caches' first rows go on (views of that memory, no copy). A beam
-        reorder copies the rows that change parents alone, and no spare buffers are needed; a sentence leaving moves
-        only the rows that take its place (core.search fills a batch's holes from its end)."""
-        fewer = len(rows) < len(self.positions)
-        moved = self._move(self.self_kv, rows, self.positions)
-        if fewer:
-            self._set_self_kv(moved)
-            self._replace(positions=self.positions[rows])
-        else:
-            self.positions[:] = self.positions[rows]  # in place: the step bindings read it there
-            self._count_needed()
+        """select() with our kernels, which read each slot of a row where the slot table (slot_rows, a host array
+        the step reads) says: a beam reorder reorders the table's rows, and no cache is touched (a row that takes
+        another parent reads the parent's slots where they are, and writes its next slot in its own row). When
+        sentences leave, each sentence's rows move to its new place (cross_rows: the rows at the same places of the
+        same sentences; core.search fills a batch's holes from its end, so few move), within the caches' own memory,
+        of a self-attention cache row only the slots written; the table follows them, and the caches' first rows
+        go on (views of that memory, no copy). Invariant: a row's slots from its position on are its own."""
+        table = self.slot_rows[rows]
         if cross_rows is not None:
+            cross_rows = cross_rows.astype(np.int64)
+            self._set_self_kv(self._move(self.self_kv, cross_rows, self.positions))
             slots = np.full(len(self.src_mask), self.src_mask.shape[1], dtype=np.int64)  # all: the kernel reads all
-            self.cross_kv = self._move(self.cross_kv, cross_rows.astype(np.int64), slots)
+            self.cross_kv = self._move(self.cross_kv, cross_rows, slots)
+            moved_to = np.zeros(len(self.positions), dtype=np.int64)  # each old row's new place (0: a row that left,
+            moved_to[cross_rows] = np.arange(len(cross_rows))  # which no slot of a row left reads)
+            table = moved_to[table]
+        positions = self.positions[rows]
+        own = np.arange(len(rows))[:, None]
+        table = np.where(np.arange(self.slots) < positions[:, None], table, own)
+        if len(rows) == len(self.positions):
+            self.positions[:], self.slot_rows[:] = positions, table  # in place: the step bindings read them there
+            self._count_needed()
+        else:
+            self._replace(positions=positions, slot_rows=table)
 
     def _move(self, values: list[ort.OrtValue], rows: np.ndarray, lengths: np.ndarray) -> list[ort.OrtValue]:
         """values[i][:M] = values[i][rows] in place (the move graph), each row's first lengths[row] slots; returns
-        the values' first M rows (the values themselves when M is all of them: a beam reorder, whose binding is kept
-        with the self-attention caches' reorder bindings and is made once for each set of buffers)."""
+        the values' first M rows (views of their memory)."""
         views = [first_rows(value, len(rows)) for value in values]
-        kept = views[0] is values[0] and values is self.self_kv
-        _, binding = self.reorder_bindings.get(id(values[0]), (None, None)) if kept else (None, None)
-        if binding is None:
-            binding = self.model.move.io_binding()
-            for i, (value, view) in enumerate(zip(values, views)):
-                binding.bind_ortvalue_input(f"x_{i}", value)
-                binding.bind_ortvalue_output(f"y_{i}", view)
-            if kept:
-                self.reorder_bindings[id(values[0])] = values, binding
+        binding = self.model.move.io_binding()
+        for i, (value, view) in enumerate(zip(values, views)):
+            binding.bind_ortvalue_input(f"x_{i}", value)
+            binding.bind_ortvalue_output(f"y_{i}", view)
         binding.bind_cpu_input("rows", rows)
         binding.bind_cpu_input("lengths", lengths)
         self.model.move.run_with_iobinding(binding, self.model.run_options)
@@ -341,6 +359,11 @@ def run_graph(model: ModelSessions, session: ort.InferenceSession, prefix: str, 
             binding.bind_ortvalue_output(f"y_{i}", into[i])
     session.run_with_iobinding(binding, model.run_options)
     return into if into is not None else binding.get_outputs()
+
+
+def own_slots(rows: int, slots: int) -> np.ndarray:
+    """A slot table in which every row's slots are its own: (rows, slots), row i all i."""
+    return np.repeat(np.arange(rows, dtype=np.int64)[:, None], slots, axis=1)
 
 
 def first_rows(value: ort.OrtValue, rows: int) -> ort.OrtValue:

@@ -3,11 +3,14 @@
 // this file against ONNX Runtime's C/C++ headers (its C API is versioned: a library built against 1.21's headers
 // loads in the 1.31 runtime).
 //
-// ours.DecoderSelfAttention(q, k, v, cache_k, cache_v, positions) -> out, cache_k', cache_v'
+// ours.DecoderSelfAttention(q, k, v, cache_k, cache_v, positions, slot_rows) -> out, cache_k', cache_v'
 //     q, k, v (N, D): one step's projections; caches (N, H, L, Dh); positions (N,) int64. Row i's key and value go
 //     to slot positions[i] of cache_k', cache_v' (in place when ONNX Runtime gives them the caches' buffers, as
 //     service.engine.decoder binds them; else after a copy), and, head by head,
 //     out[i] = softmax(q_i K^T / sqrt(Dh)) V over slots 0..positions[i].
+//     slot_rows (N, W) int64, W >= every position, or empty (0, 0): the row of the caches that holds each earlier
+//     slot of row i (slot j at slot_rows[i, j], j < positions[i]); empty, each row holds its own. A beam reorder then
+//     reorders this table, not the caches: beams that share a parent read its slots where they are.
 // ours.DecoderCrossAttention(q, cross_k, cross_v, src_mask) -> out
 //     The same over the encoder's keys and values (N, H, S, Dh), at the source positions src_mask (N, S) keeps.
 // ours.TopLogSoftmax(logits, width) -> top_logp, top_tokens
@@ -18,8 +21,8 @@
 //     lengths[rows[i]] slots (a self-attention cache's slots in use; the rest of the row is left as it was). In
 //     place when ONNX Runtime gives y x's buffer (service.engine.decoder binds it so): a row that keeps its place is
 //     not touched, a row whose content another row still has to read is written after that read, and a cycle of rows
-//     (two beams that change places) goes through a copy of one of them. A beam reorder then copies only the rows
-//     that change parents, and a sentence that leaves only the rows moved into its place.
+//     goes through a copy of one of them. When a sentence leaves, the decoder moves only the rows that fill its place
+//     (a beam reorder moves none: it reorders the slot table).
 //
 // Rows run in parallel on the session's intra-op threads. The attention computes what ONNX's Attention computes for
 // one query (model.transformer.attention); -fassociative-math lets the compiler vectorize the dot products and the
@@ -54,11 +57,15 @@ inline float exp_nonpositive(float x) {
   return (p * r * r + r + 1.0f) * scale;
 }
 
+// Key or value j of a head: at X + at[j] (a self-attention cache whose slots other rows hold), else side by side.
+inline const float* slot(const float* X, const int64_t* at, int64_t j, int64_t dh) { return X + (at ? at[j] : j * dh); }
+
 // scores[j] = q . K_j for j < len, four keys at a time: four sums in flight rather than one chain of additions.
-void dot_products(const float* q, const float* K, int64_t len, int64_t dh, float* scores) {
+void dot_products(const float* q, const float* K, const int64_t* at, int64_t len, int64_t dh, float* scores) {
   int64_t j = 0;
   for (; j + 4 <= len; j += 4) {
-    const float *k0 = K + j * dh, *k1 = k0 + dh, *k2 = k1 + dh, *k3 = k2 + dh;
+    const float *k0 = slot(K, at, j, dh), *k1 = slot(K, at, j + 1, dh), *k2 = slot(K, at, j + 2, dh),
+                *k3 = slot(K, at, j + 3, dh);
     float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
     for (int64_t d = 0; d < dh; ++d) {
       s0 += q[d] * k0[d];
@@ -69,7 +76,7 @@ void dot_products(const float* q, const float* K, int64_t len, int64_t dh, float
     scores[j] = s0, scores[j + 1] = s1, scores[j + 2] = s2, scores[j + 3] = s3;
   }
   for (; j < len; ++j) {
-    const float* key = K + j * dh;
+    const float* key = slot(K, at, j, dh);
     float dot = 0.0f;
     for (int64_t d = 0; d < dh; ++d) dot += q[d] * key[d];
     scores[j] = dot;
@@ -78,27 +85,30 @@ void dot_products(const float* q, const float* K, int64_t len, int64_t dh, float
 
 // out = share * sum_j weights[j] V_j for j < len, four values at a time (one store of out per four rather than per
 // value). A masked position weighs exactly 0; its value is finite (the encoder's, or a cache's zeros).
-void weighted_sum(const float* weights, const float* V, int64_t len, int64_t dh, float share, float* __restrict out) {
+void weighted_sum(const float* weights, const float* V, const int64_t* at, int64_t len, int64_t dh, float share,
+                  float* __restrict out) {
   std::fill(out, out + dh, 0.0f);
   int64_t j = 0;
   for (; j + 4 <= len; j += 4) {
-    const float *v0 = V + j * dh, *v1 = v0 + dh, *v2 = v1 + dh, *v3 = v2 + dh;
+    const float *v0 = slot(V, at, j, dh), *v1 = slot(V, at, j + 1, dh), *v2 = slot(V, at, j + 2, dh),
+                *v3 = slot(V, at, j + 3, dh);
     const float w0 = weights[j] * share, w1 = weights[j + 1] * share, w2 = weights[j + 2] * share,
                 w3 = weights[j + 3] * share;
     for (int64_t d = 0; d < dh; ++d) out[d] += w0 * v0[d] + w1 * v1[d] + w2 * v2[d] + w3 * v3[d];
   }
   for (; j < len; ++j) {
-    const float* value = V + j * dh;
+    const float* value = slot(V, at, j, dh);
     const float weight = weights[j] * share;
     for (int64_t d = 0; d < dh; ++d) out[d] += weight * value[d];
   }
 }
 
-// out (dh) = softmax(q . K_j / sqrt(dh) for j < len where mask[j]) V; weights: scratch of len floats.
-void attend(const float* q, const float* K, const float* V, int64_t len, int64_t dh, const bool* mask, float* out,
-            float* weights) {
+// out (dh) = softmax(q . K_j / sqrt(dh) for j < len where mask[j]) V, K_j and V_j where `at` says (slot());
+// weights: scratch of len floats.
+void attend(const float* q, const float* K, const float* V, const int64_t* at, int64_t len, int64_t dh,
+            const bool* mask, float* out, float* weights) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-  dot_products(q, K, len, dh, weights);
+  dot_products(q, K, at, len, dh, weights);
   float highest = -INFINITY;
   for (int64_t j = 0; j < len; ++j) {
     weights[j] = !mask || mask[j] ? weights[j] * scale : -INFINITY;
@@ -110,13 +120,15 @@ void attend(const float* q, const float* K, const float* V, int64_t len, int64_t
     weights[j] = weights[j] == -INFINITY ? 0.0f : weight;
     total += weights[j];
   }
-  weighted_sum(weights, V, len, dh, total > 0.0f ? 1.0f / total : 0.0f, out);
+  weighted_sum(weights, V, at, len, dh, total > 0.0f ? 1.0f / total : 0.0f, out);
 }
 
 // One row's work; ParallelFor hands each call a row index.
 struct Rows {
   const float *Q, *K, *V, *new_k, *new_v;  // new_k, new_v: self-attention only
   const int64_t* positions;                 // self-attention: row i attends to slots 0..positions[i]
+  const int64_t* slot_rows;                 // self-attention: (N, slot_columns), or nullptr (every slot its row's)
+  int64_t slot_columns;
   const bool* mask;                         // cross-attention: (N, S)
   int64_t heads, length, dh;
   float *out, *K_out, *V_out;
@@ -125,17 +137,25 @@ struct Rows {
 
   void attend_row(int64_t r) {
     thread_local std::vector<float> weights;
+    thread_local std::vector<int64_t> at;  // where each slot of the row is, from the first head's (slot())
     weights.resize(length);
+    if (slot_rows) {
+      at.resize(positions[r] + 1);
+      for (int64_t j = 0; j < positions[r]; ++j) at[j] = (slot_rows[r * slot_columns + j] * heads * length + j) * dh;
+      at[positions[r]] = (r * heads * length + positions[r]) * dh;  // the slot written now, in its own row
+    }
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t head = r * heads + h, cache = head * length * dh;
       if (positions) {
-        const int64_t slot = cache + positions[r] * dh;
-        std::memcpy(K_out + slot, new_k + head * dh, dh * sizeof(float));
-        std::memcpy(V_out + slot, new_v + head * dh, dh * sizeof(float));
-        attend(Q + head * dh, K_out + cache, V_out + cache, positions[r] + 1, dh, nullptr, out + head * dh,
-               weights.data());
+        const int64_t written = cache + positions[r] * dh;
+        std::memcpy(K_out + written, new_k + head * dh, dh * sizeof(float));
+        std::memcpy(V_out + written, new_v + head * dh, dh * sizeof(float));
+        const int64_t base = slot_rows ? h * length * dh : cache;
+        attend(Q + head * dh, K_out + base, V_out + base, slot_rows ? at.data() : nullptr, positions[r] + 1, dh,
+               nullptr, out + head * dh, weights.data());
       } else {
-        attend(Q + head * dh, K + cache, V + cache, length, dh, mask + r * length, out + head * dh, weights.data());
+        attend(Q + head * dh, K + cache, V + cache, nullptr, length, dh, mask + r * length, out + head * dh,
+               weights.data());
       }
     }
   }
@@ -262,6 +282,24 @@ struct RowMoves {
   }
 };
 
+// A slot table (N, W) that the rows' slots can be read by: a row for each row, a column for each slot before its
+// position, and every entry a row of the caches. Else an error, not a read outside the caches.
+void check_slot_rows(const int64_t* where, const std::vector<int64_t>& table, const int64_t* positions, int64_t rows,
+                     int64_t slots) {
+  if (table.size() != 2 || table[0] != rows) {
+    ORT_CXX_API_THROW("DecoderSelfAttention: slot_rows must have a row for each row of the caches", ORT_INVALID_ARGUMENT);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    if (positions[r] < 0 || positions[r] >= slots || positions[r] > table[1]) {
+      ORT_CXX_API_THROW("DecoderSelfAttention: a position outside the cache or the slot table", ORT_INVALID_ARGUMENT);
+    }
+    for (int64_t j = 0; j < positions[r]; ++j) {
+      const int64_t row = where[r * table[1] + j];
+      if (row < 0 || row >= rows) ORT_CXX_API_THROW("DecoderSelfAttention: slot_rows names no row", ORT_INVALID_ARGUMENT);
+    }
+  }
+}
+
 struct SelfAttentionKernel {
   SelfAttentionKernel(const OrtApi&, const OrtKernelInfo*) {}
 
@@ -269,8 +307,12 @@ struct SelfAttentionKernel {
     Ort::KernelContext ctx(context);
     auto q = ctx.GetInput(0), k = ctx.GetInput(1), v = ctx.GetInput(2);
     auto cache_k = ctx.GetInput(3), cache_v = ctx.GetInput(4), positions = ctx.GetInput(5);
+    auto slot_rows = ctx.GetInput(6);
     const std::vector<int64_t> shape = cache_k.GetTensorTypeAndShapeInfo().GetShape();
     const int64_t rows = shape[0], heads = shape[1], slots = shape[2], dh = shape[3];
+    const std::vector<int64_t> table = slot_rows.GetTensorTypeAndShapeInfo().GetShape();
+    const int64_t* where = table[0] * table[1] > 0 ? slot_rows.GetTensorData<int64_t>() : nullptr;
+    if (where) check_slot_rows(where, table, positions.GetTensorData<int64_t>(), rows, slots);
     float* out = ctx.GetOutput(0, {rows, heads * dh}).GetTensorMutableData<float>();
     float* K = ctx.GetOutput(1, shape).GetTensorMutableData<float>();
     float* V = ctx.GetOutput(2, shape).GetTensorMutableData<float>();
@@ -278,7 +320,7 @@ struct SelfAttentionKernel {
     if (K != cache_k.GetTensorData<float>()) std::memcpy(K, cache_k.GetTensorData<float>(), bytes);
     if (V != cache_v.GetTensorData<float>()) std::memcpy(V, cache_v.GetTensorData<float>(), bytes);
     Rows work{q.GetTensorData<float>(), nullptr, nullptr, k.GetTensorData<float>(), v.GetTensorData<float>(),
-              positions.GetTensorData<int64_t>(), nullptr, heads, slots, dh, out, K, V};
+              positions.GetTensorData<int64_t>(), where, table[1], nullptr, heads, slots, dh, out, K, V};
     ctx.ParallelFor(Rows::run, static_cast<size_t>(rows), 0, &work);
   }
 };
@@ -293,7 +335,7 @@ struct CrossAttentionKernel {
     const int64_t rows = shape[0], heads = shape[1], length = shape[2], dh = shape[3];
     float* out = ctx.GetOutput(0, {rows, heads * dh}).GetTensorMutableData<float>();
     Rows work{q.GetTensorData<float>(), cross_k.GetTensorData<float>(), cross_v.GetTensorData<float>(), nullptr,
-              nullptr, nullptr, mask.GetTensorData<bool>(), heads, length, dh, out, nullptr, nullptr};
+              nullptr, nullptr, nullptr, 0, mask.GetTensorData<bool>(), heads, length, dh, out, nullptr, nullptr};
     ctx.ParallelFor(Rows::run, static_cast<size_t>(rows), 0, &work);
   }
 };
@@ -349,9 +391,9 @@ struct SelfAttentionOp : Ort::CustomOpBase<SelfAttentionOp, SelfAttentionKernel>
   void* CreateKernel(const OrtApi& api, const OrtKernelInfo* info) const { return new SelfAttentionKernel(api, info); }
   const char* GetName() const { return "DecoderSelfAttention"; }
   const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
-  size_t GetInputTypeCount() const { return 6; }
+  size_t GetInputTypeCount() const { return 7; }
   ONNXTensorElementDataType GetInputType(size_t i) const {
-    return i == 5 ? INT64 : FLOAT;
+    return i >= 5 ? INT64 : FLOAT;
   }
   size_t GetOutputTypeCount() const { return 3; }
   ONNXTensorElementDataType GetOutputType(size_t) const { return FLOAT; }

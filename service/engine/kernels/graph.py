@@ -7,10 +7,12 @@ export.graphs' step computes each attention as (model.transformer.DecoderLayer):
     cross:  out = Reshape(Attention(Reshape(q), cross_k, cross_v, mask from src_mask))
 with q, k, v the (N, D) projections, and ends in top_logp, top_tokens = TopK(LogSoftmax(logits), width). The rewrite
 puts in their place
-    ours.DecoderSelfAttention(q, k, v, self_k, self_v, positions) -> out, new_k, new_v
+    ours.DecoderSelfAttention(q, k, v, self_k, self_v, positions, slot_rows) -> out, new_k, new_v
     ours.DecoderCrossAttention(q, cross_k, cross_v, src_mask) -> out
     ours.TopLogSoftmax(logits, width) -> top_logp, top_tokens
-and drops what nothing reads any more (the index, the masks, the reshapes). Every name the rest of the graph reads
+and drops what nothing reads any more (the index, the masks, the reshapes). slot_rows is an input the rewrite adds
+(SLOT_ROWS: which row of the caches holds each slot of a row, decoder_step.cc; an empty (0, 0) table: every row's
+slots its own, as the exported step reads them). Every name the rest of the graph reads
 stays, so the int8 graphs, whose projections differ, rewrite alike. A graph of another shape is refused with the
 reason (KernelsRefused), and its session runs the step as exported.
 """
@@ -23,6 +25,7 @@ from onnx import NodeProto, helper
 from core.folder import GraphIO
 
 DOMAIN = "ours"
+SLOT_ROWS = "slot_rows"
 
 
 class KernelsRefused(ValueError):
@@ -58,7 +61,7 @@ def with_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
             ours = helper.make_node(
                 "DecoderSelfAttention",
                 [q, reshaped(producer, k_write.input[2]), reshaped(producer, v_write.input[2]), k_write.input[0],
-                 v_write.input[0], GraphIO.POSITIONS],
+                 v_write.input[0], GraphIO.POSITIONS, SLOT_ROWS],
                 [out.output[0], keys, values], domain=DOMAIN, name=f"{attention.name}_ours")
             replaced[k_write.output[0]] = replaced[v_write.output[0]] = None
         replaced[attention.output[0]], replaced[out.output[0]] = ours, None
@@ -79,6 +82,7 @@ def with_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
     kept = [weight for weight in graph.initializer if weight.name in used]
     del graph.initializer[:]
     graph.initializer.extend(kept)
+    graph.input.append(helper.make_tensor_value_info(SLOT_ROWS, onnx.TensorProto.INT64, ["N", "W"]))
     model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
     return model
 
