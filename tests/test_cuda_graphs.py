@@ -29,7 +29,15 @@ from service.engine.sessions import ModelSessions
 
 @pytest.fixture(scope="module")
 def model(tiny_model_dir: Path) -> ModelSessions:
-    return ModelSessions(tiny_model_dir, provider="cpu", threads=1)
+    """The sessions as a GPU has them, on the CPU provider: the step as exported (our kernels are the CPU's)."""
+    return ModelSessions(tiny_model_dir, provider="cpu", threads=1, kernels=False)
+
+
+def test_buckets_refuse_a_step_with_our_kernels(tiny_model_dir: Path):
+    model = ModelSessions(tiny_model_dir, provider="cpu", threads=1)
+    assert model.kernels
+    with pytest.raises(ValueError, match="slot table"):
+        BucketStore(model, model.decoder, capture=False)
 
 
 def sources(count: int, seed: int) -> list[list[int]]:
@@ -98,7 +106,7 @@ def test_joins_and_removals_mid_batch_are_the_eager_decoders(model: ModelSession
 def test_the_most_rows_setting_bounds_the_model_decoders(tiny_model_dir: Path):
     """TRANSLATOR_CUDA_GRAPHS_MAX_ROWS reaches every decoder the model makes for a running batch (here with buckets
     made on the CPU provider, as a GPU would have them)."""
-    model = ModelSessions(tiny_model_dir, provider="cpu", threads=1, cuda_graphs_max_rows=8)
+    model = ModelSessions(tiny_model_dir, provider="cpu", threads=1, kernels=False, cuda_graphs_max_rows=8)
     model.buckets = BucketStore(model, model.decoder, capture=False)
     decoder = model.new_decoder()
     assert isinstance(decoder, SwitchingDecoder) and decoder.most_rows == 8

@@ -274,9 +274,9 @@ def placement(profiled: ort.InferenceSession, provider: str) -> dict:
 
 def graph_store(folder: Path, precision: str, provider: str, threads: int) -> BucketStore | None:
     """The buckets of TRANSLATOR_CUDA_GRAPHS's decoder: captured on the GPU (None where ONNX Runtime refuses, the
-    reason logged), uncaptured on the CPU provider."""
+    reason logged), uncaptured on the CPU provider (with the step as exported, as a GPU runs it)."""
     on_gpu = provider == CUDA
-    model = ModelSessions(folder, precision, "cuda" if on_gpu else "cpu", threads, cuda_graphs=on_gpu)
+    model = ModelSessions(folder, precision, "cuda" if on_gpu else "cpu", threads, cuda_graphs=on_gpu, kernels=False)
     return model.buckets if on_gpu else BucketStore(model, model.decoder, capture=False)
 
 

@@ -153,6 +153,9 @@ class BucketStore:
     budget of bytes for their caches (None: no bound)."""
 
     def __init__(self, model: ModelSessions, decoder: ort.InferenceSession, capture: bool, budget: int | None = None):
+        if model.kernels:  # never so in the service: our kernels are the CPU provider's, buckets the CUDA one's
+            raise ValueError("buckets run the decoder step as exported; this model's step runs our kernels, whose "
+                             "caches' rows are read through a slot table that buckets do not keep")
         self.model, self.decoder, self.capture, self.budget = model, decoder, capture, budget
         self.buckets: dict[Shape, Bucket] = {}
         self.bytes = 0  # of the buckets' caches
