@@ -207,7 +207,7 @@ class RunningBatch:
             done, old_rows, tokens, scores = self._beam_sizes(top_tokens, top_logp)
         ended = [self.sentences[m] for m in np.flatnonzero(done)] if done.any() else []
         self.steps += 1
-        if ended:  # the rows go on in sentence order: in the order the sentences that stay take
+        if ended:  # the rows that go on, in the order the sentences that stay go on in (filled_order)
             order = filled_order(~done)
             moved = block_items(self.beam_sizes[~done], (np.cumsum(~done) - 1)[order])
             old_rows, tokens, scores = old_rows[moved], tokens[moved], scores[moved]
