@@ -37,6 +37,7 @@ from model.train import batch_loss, collate, encode_pairs
 from model.transformer import Transformer, best_next_tokens
 from service.engine.cache_graphs import join_graph, select_graph
 from service.engine.decoder import KERNELS_FIRST_SLOTS
+from service.engine.kernels.graph import SLOT_ROWS
 from service.translator import Translator
 
 REPO = Path(__file__).resolve().parents[1]
@@ -446,6 +447,8 @@ def test_beam_reorders_need_no_new_cache_buffers(exported: Exported, kernels: bo
     bound = [step.bound for step in turned.step_bindings.values()]
     assert len(bound) == (1 if kernels else 2)
     assert all(b[GraphIO.TOKENS] is turned.tokens and b[GraphIO.POSITIONS] is turned.positions for b in bound)
+    if kernels:  # the beams read each other's slots: the step reads the slot table (it is NO_TABLE until then)
+        assert turned.shared_slots and bound[0][SLOT_ROWS] is turned.slot_rows
 
 
 def test_a_beam_wider_than_half_the_vocabulary_works(exported: Exported):

@@ -21,6 +21,10 @@ from service.engine.kernels.graph import SLOT_ROWS
 if TYPE_CHECKING:
     from service.engine.sessions import ModelSessions
 
+# The slot table the step gets while every row reads its own slots (a greedy batch always): empty, so that the
+# kernel reads each row's slots side by side, with no table to look up
+NO_TABLE = np.zeros((0, 0), dtype=np.int64)
+
 # The first self-attention cache's slots with our kernels at a few rows: a growth (a copy of the cache, its bindings
 # anew) costs more there than slots no step reads; a beam reorder copies them (micro model at batch 1, one thread,
 # 32 against 8 slots: greedy 0.94x the time, beam 4 0.96x; the shipped model's beam 4 0.99x)
@@ -80,6 +84,7 @@ class OrtDecoder:
             top_logp=np.zeros((0, 0), dtype=np.float32),
             slot_rows=np.zeros((0, 0), dtype=np.int64),  # with our kernels: where each row's slots are (_move_rows)
         )
+        self.shared_slots = False  # whether some row reads slots of another row (else the step gets NO_TABLE)
         self._set_self_kv([])
 
     def hand_over(self) -> RunningRows:
@@ -204,7 +209,8 @@ class OrtDecoder:
             step = self.step_bindings[key] = StepBinding(binding, caches)
         if step.host_arrays != self.host_arrays:
             reads = {GraphIO.TOKENS: self.tokens, GraphIO.POSITIONS: self.positions, GraphIO.WIDTH: self.width,
-                     GraphIO.SRC_MASK: self.src_mask, **({SLOT_ROWS: self.slot_rows} if t.kernels else {})}
+                     GraphIO.SRC_MASK: self.src_mask,
+                     **({SLOT_ROWS: self.slot_rows if self.shared_slots else NO_TABLE} if t.kernels else {})}
             writes = {GraphIO.TOP_TOKENS: self.top_tokens, GraphIO.TOP_LOGP: self.top_logp}
             binding = step.binding
             for bind, arrays in ((binding.bind_ortvalue_input, reads), (binding.bind_ortvalue_output, writes)):
@@ -282,6 +288,10 @@ class OrtDecoder:
             self._count_needed()
         else:
             self._replace(positions=positions, slot_rows=table)
+        shared = bool((table != own).any())
+        if shared != self.shared_slots:  # the step binds the table, or NO_TABLE, afresh
+            self.shared_slots = shared
+            self.host_arrays += 1
 
     def _move(self, values: list[ort.OrtValue], rows: np.ndarray, lengths: np.ndarray) -> list[ort.OrtValue]:
         """values[i][:M] = values[i][rows] in place (the move graph), each row's first lengths[row] slots; returns
