@@ -57,15 +57,21 @@ inline float exp_nonpositive(float x) {
   return (p * r * r + r + 1.0f) * scale;
 }
 
-// Key or value j of a head: at X + at[j] (a self-attention cache whose slots other rows hold), else side by side.
-inline const float* slot(const float* X, const int64_t* at, int64_t j, int64_t dh) { return X + (at ? at[j] : j * dh); }
+// Key or value j of a head: at X + at[j] (Table: a self-attention cache whose slots other rows hold), else side by
+// side. A template parameter, so that the loops without a table are those before it, with no test in them.
+template <bool Table>
+inline const float* slot(const float* X, const int64_t* at, int64_t j, int64_t dh) {
+  if constexpr (Table) return X + at[j];
+  return X + j * dh;
+}
 
 // scores[j] = q . K_j for j < len, four keys at a time: four sums in flight rather than one chain of additions.
+template <bool Table>
 void dot_products(const float* q, const float* K, const int64_t* at, int64_t len, int64_t dh, float* scores) {
   int64_t j = 0;
   for (; j + 4 <= len; j += 4) {
-    const float *k0 = slot(K, at, j, dh), *k1 = slot(K, at, j + 1, dh), *k2 = slot(K, at, j + 2, dh),
-                *k3 = slot(K, at, j + 3, dh);
+    const float *k0 = slot<Table>(K, at, j, dh), *k1 = slot<Table>(K, at, j + 1, dh),
+                *k2 = slot<Table>(K, at, j + 2, dh), *k3 = slot<Table>(K, at, j + 3, dh);
     float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
     for (int64_t d = 0; d < dh; ++d) {
       s0 += q[d] * k0[d];
@@ -76,7 +82,7 @@ void dot_products(const float* q, const float* K, const int64_t* at, int64_t len
     scores[j] = s0, scores[j + 1] = s1, scores[j + 2] = s2, scores[j + 3] = s3;
   }
   for (; j < len; ++j) {
-    const float* key = slot(K, at, j, dh);
+    const float* key = slot<Table>(K, at, j, dh);
     float dot = 0.0f;
     for (int64_t d = 0; d < dh; ++d) dot += q[d] * key[d];
     scores[j] = dot;
@@ -85,19 +91,20 @@ void dot_products(const float* q, const float* K, const int64_t* at, int64_t len
 
 // out = share * sum_j weights[j] V_j for j < len, four values at a time (one store of out per four rather than per
 // value). A masked position weighs exactly 0; its value is finite (the encoder's, or a cache's zeros).
+template <bool Table>
 void weighted_sum(const float* weights, const float* V, const int64_t* at, int64_t len, int64_t dh, float share,
                   float* __restrict out) {
   std::fill(out, out + dh, 0.0f);
   int64_t j = 0;
   for (; j + 4 <= len; j += 4) {
-    const float *v0 = slot(V, at, j, dh), *v1 = slot(V, at, j + 1, dh), *v2 = slot(V, at, j + 2, dh),
-                *v3 = slot(V, at, j + 3, dh);
+    const float *v0 = slot<Table>(V, at, j, dh), *v1 = slot<Table>(V, at, j + 1, dh),
+                *v2 = slot<Table>(V, at, j + 2, dh), *v3 = slot<Table>(V, at, j + 3, dh);
     const float w0 = weights[j] * share, w1 = weights[j + 1] * share, w2 = weights[j + 2] * share,
                 w3 = weights[j + 3] * share;
     for (int64_t d = 0; d < dh; ++d) out[d] += w0 * v0[d] + w1 * v1[d] + w2 * v2[d] + w3 * v3[d];
   }
   for (; j < len; ++j) {
-    const float* value = slot(V, at, j, dh);
+    const float* value = slot<Table>(V, at, j, dh);
     const float weight = weights[j] * share;
     for (int64_t d = 0; d < dh; ++d) out[d] += weight * value[d];
   }
@@ -105,10 +112,11 @@ void weighted_sum(const float* weights, const float* V, const int64_t* at, int64
 
 // out (dh) = softmax(q . K_j / sqrt(dh) for j < len where mask[j]) V, K_j and V_j where `at` says (slot());
 // weights: scratch of len floats.
+template <bool Table>
 void attend(const float* q, const float* K, const float* V, const int64_t* at, int64_t len, int64_t dh,
             const bool* mask, float* out, float* weights) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-  dot_products(q, K, at, len, dh, weights);
+  dot_products<Table>(q, K, at, len, dh, weights);
   float highest = -INFINITY;
   for (int64_t j = 0; j < len; ++j) {
     weights[j] = !mask || mask[j] ? weights[j] * scale : -INFINITY;
@@ -120,7 +128,7 @@ void attend(const float* q, const float* K, const float* V, const int64_t* at, i
     weights[j] = weights[j] == -INFINITY ? 0.0f : weight;
     total += weights[j];
   }
-  weighted_sum(weights, V, at, len, dh, total > 0.0f ? 1.0f / total : 0.0f, out);
+  weighted_sum<Table>(weights, V, at, len, dh, total > 0.0f ? 1.0f / total : 0.0f, out);
 }
 
 // One row's work; ParallelFor hands each call a row index.
@@ -150,12 +158,16 @@ struct Rows {
         const int64_t written = cache + positions[r] * dh;
         std::memcpy(K_out + written, new_k + head * dh, dh * sizeof(float));
         std::memcpy(V_out + written, new_v + head * dh, dh * sizeof(float));
-        const int64_t base = slot_rows ? h * length * dh : cache;
-        attend(Q + head * dh, K_out + base, V_out + base, slot_rows ? at.data() : nullptr, positions[r] + 1, dh,
-               nullptr, out + head * dh, weights.data());
+        if (slot_rows) {
+          attend<true>(Q + head * dh, K_out + h * length * dh, V_out + h * length * dh, at.data(), positions[r] + 1,
+                       dh, nullptr, out + head * dh, weights.data());
+        } else {
+          attend<false>(Q + head * dh, K_out + cache, V_out + cache, nullptr, positions[r] + 1, dh, nullptr,
+                        out + head * dh, weights.data());
+        }
       } else {
-        attend(Q + head * dh, K + cache, V + cache, nullptr, length, dh, mask + r * length, out + head * dh,
-               weights.data());
+        attend<false>(Q + head * dh, K + cache, V + cache, nullptr, length, dh, mask + r * length, out + head * dh,
+                      weights.data());
       }
     }
   }
