@@ -399,52 +399,32 @@ struct MoveRowsKernel {
 constexpr ONNXTensorElementDataType FLOAT = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
 constexpr ONNXTensorElementDataType INT64 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
 
-struct SelfAttentionOp : Ort::CustomOpBase<SelfAttentionOp, SelfAttentionKernel> {
-  void* CreateKernel(const OrtApi& api, const OrtKernelInfo* info) const { return new SelfAttentionKernel(api, info); }
-  const char* GetName() const { return "DecoderSelfAttention"; }
+constexpr ONNXTensorElementDataType BOOL = ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL;
+
+// An operator of ours on the CPU provider: its name, its inputs' and outputs' types, and the kernel that runs it.
+template <typename Kernel>
+struct Operator : Ort::CustomOpBase<Operator<Kernel>, Kernel> {
+  Operator(const char* name, std::vector<ONNXTensorElementDataType> inputs,
+           std::vector<ONNXTensorElementDataType> outputs)
+      : name(name), inputs(std::move(inputs)), outputs(std::move(outputs)) {}
+
+  void* CreateKernel(const OrtApi& api, const OrtKernelInfo* info) const { return new Kernel(api, info); }
+  const char* GetName() const { return name; }
   const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
-  size_t GetInputTypeCount() const { return 7; }
-  ONNXTensorElementDataType GetInputType(size_t i) const {
-    return i >= 5 ? INT64 : FLOAT;
-  }
-  size_t GetOutputTypeCount() const { return 3; }
-  ONNXTensorElementDataType GetOutputType(size_t) const { return FLOAT; }
+  size_t GetInputTypeCount() const { return inputs.size(); }
+  ONNXTensorElementDataType GetInputType(size_t i) const { return inputs[i]; }
+  size_t GetOutputTypeCount() const { return outputs.size(); }
+  ONNXTensorElementDataType GetOutputType(size_t i) const { return outputs[i]; }
+
+  const char* name;
+  std::vector<ONNXTensorElementDataType> inputs, outputs;
 };
 
-struct CrossAttentionOp : Ort::CustomOpBase<CrossAttentionOp, CrossAttentionKernel> {
-  void* CreateKernel(const OrtApi& api, const OrtKernelInfo* info) const { return new CrossAttentionKernel(api, info); }
-  const char* GetName() const { return "DecoderCrossAttention"; }
-  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
-  size_t GetInputTypeCount() const { return 4; }
-  ONNXTensorElementDataType GetInputType(size_t i) const { return i == 3 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL : FLOAT; }
-  size_t GetOutputTypeCount() const { return 1; }
-  ONNXTensorElementDataType GetOutputType(size_t) const { return FLOAT; }
-};
-
-struct TopLogSoftmaxOp : Ort::CustomOpBase<TopLogSoftmaxOp, TopLogSoftmaxKernel> {
-  void* CreateKernel(const OrtApi& api, const OrtKernelInfo* info) const { return new TopLogSoftmaxKernel(api, info); }
-  const char* GetName() const { return "TopLogSoftmax"; }
-  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
-  size_t GetInputTypeCount() const { return 2; }
-  ONNXTensorElementDataType GetInputType(size_t i) const { return i == 1 ? INT64 : FLOAT; }
-  size_t GetOutputTypeCount() const { return 2; }
-  ONNXTensorElementDataType GetOutputType(size_t i) const { return i == 1 ? INT64 : FLOAT; }
-};
-
-struct MoveRowsOp : Ort::CustomOpBase<MoveRowsOp, MoveRowsKernel> {
-  void* CreateKernel(const OrtApi& api, const OrtKernelInfo* info) const { return new MoveRowsKernel(api, info); }
-  const char* GetName() const { return "MoveRows"; }
-  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
-  size_t GetInputTypeCount() const { return 3; }
-  ONNXTensorElementDataType GetInputType(size_t i) const { return i == 0 ? FLOAT : INT64; }
-  size_t GetOutputTypeCount() const { return 1; }
-  ONNXTensorElementDataType GetOutputType(size_t) const { return FLOAT; }
-};
-
-SelfAttentionOp self_attention;
-CrossAttentionOp cross_attention;
-TopLogSoftmaxOp top_log_softmax;
-MoveRowsOp move_rows;
+Operator<SelfAttentionKernel> self_attention{
+    "DecoderSelfAttention", {FLOAT, FLOAT, FLOAT, FLOAT, FLOAT, INT64, INT64}, {FLOAT, FLOAT, FLOAT}};
+Operator<CrossAttentionKernel> cross_attention{"DecoderCrossAttention", {FLOAT, FLOAT, FLOAT, BOOL}, {FLOAT}};
+Operator<TopLogSoftmaxKernel> top_log_softmax{"TopLogSoftmax", {FLOAT, INT64}, {FLOAT, INT64}};
+Operator<MoveRowsKernel> move_rows{"MoveRows", {FLOAT, INT64, INT64}, {FLOAT}};
 
 }  // namespace
 
