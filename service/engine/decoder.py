@@ -271,10 +271,10 @@ class OrtDecoder:
         same sentences; core.search fills a batch's holes from its end, so few move), within the caches' own memory,
         of a self-attention cache row only the slots written; the table follows them, and the caches' first rows
         go on (views of that memory, no copy). Invariant: a row's slots from its position on are its own."""
-        table = self.slot_rows[rows]
+        table, moved = self.slot_rows[rows], None
         if cross_rows is not None:
             cross_rows = cross_rows.astype(np.int64)
-            self._set_self_kv(self._move(self.self_kv, cross_rows, self.positions))
+            moved = self._move(self.self_kv, cross_rows, self.positions)
             slots = np.full(len(self.src_mask), self.src_mask.shape[1], dtype=np.int64)  # all: the kernel reads all
             self.cross_kv = self._move(self.cross_kv, cross_rows, slots)
             moved_to = np.zeros(len(self.positions), dtype=np.int64)  # each old row's new place (0: a row that left,
@@ -288,6 +288,8 @@ class OrtDecoder:
             self._count_needed()
         else:
             self._replace(positions=positions, slot_rows=table)
+        if moved is not None:  # after the table: it fits the moved caches already, none is made for them
+            self._set_self_kv(moved)
         shared = bool((table != own).any())
         if shared != self.shared_slots:  # the step binds the table, or NO_TABLE, afresh
             self.shared_slots = shared
