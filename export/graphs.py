@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import onnx
 import torch
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from torch import Tensor, nn
 
 from core.folder import IR_VERSION, OPSET, GraphIO, cache_names
@@ -130,6 +131,50 @@ def append_top_k(path: Path) -> None:
     onnx.checker.check_model(str(path))
 
 
+# how fold_weights computes each node it folds, from its inputs' values and its node
+FOLDS = {
+    "Transpose": lambda values, node: np.transpose(values[0], attribute_value(node, "perm")),
+    "Concat": lambda values, node: np.concatenate(values, axis=attribute_value(node, "axis")),
+}
+
+
+def fold_weights(graph: onnx.GraphProto, op_types: set[str]) -> None:
+    """Replace each node of these types (of FOLDS) that reads initializers alone by its value, an initializer (as
+    ONNX Runtime folds it at load); a weight that nothing else reads is then dropped. The int8 quantizer takes only
+    initializers as weights: model.transformer.linears' joined weights (a Concat) and the output projection's
+    transposed embedding must be initializers of their own."""
+    weights = {w.name: w for w in graph.initializer}
+    folds = [node for node in graph.node
+             if node.op_type in op_types and node.input and all(name in weights for name in node.input)]
+    for node in folds:
+        value = FOLDS[node.op_type]([numpy_helper.to_array(weights[name]) for name in node.input], node)
+        weights[node.output[0]] = numpy_helper.from_array(np.ascontiguousarray(value), node.output[0])
+        graph.initializer.append(weights[node.output[0]])
+        graph.node.remove(node)
+    read = names_read(graph)
+    for name in {name for node in folds for name in node.input} - read:
+        graph.initializer.remove(weights[name])
+
+
+def attribute_value(node: onnx.NodeProto, name: str):
+    """The value of the node's attribute of this name, None where it has none."""
+    return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), None)
+
+
+def names_read(graph: onnx.GraphProto) -> set[str]:
+    """Every name the graph's nodes read, its subgraphs' (If, Loop, Scan) included, and its outputs."""
+    read = {output.name for output in graph.output}
+    for node in graph.node:
+        read.update(node.input)
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                read |= names_read(attribute.g)
+            elif attribute.type == onnx.AttributeProto.GRAPHS:
+                for subgraph in attribute.graphs:
+                    read |= names_read(subgraph)
+    return read
+
+
 def _export(module: nn.Module, args: tuple, path: Path, **kwargs) -> None:
     module.eval()
     with torch.no_grad():
@@ -138,6 +183,7 @@ def _export(module: nn.Module, args: tuple, path: Path, **kwargs) -> None:
     program.save(str(path), external_data=False)
     graph = onnx.load(str(path))
     graph.ir_version = min(graph.ir_version, IR_VERSION)
+    fold_weights(graph.graph, {"Concat"})
     # The exporter also lists each weight's shape in value_info, a copy that goes stale once a tool rewrites the
     # weight: the int8 quantizer turns every Gemm into a MatMul of its transposed weight, and then fails on it.
     weights = {weight.name for weight in graph.graph.initializer}

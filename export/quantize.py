@@ -11,11 +11,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import onnx
-from onnx import helper, numpy_helper
 
 from export import onnx_files
+from export.graphs import fold_weights
 
 
 def quantize_int8(src: Path, dst: Path) -> None:
@@ -24,7 +23,7 @@ def quantize_int8(src: Path, dst: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     model = onnx.load(str(src))
-    fold_weight_transposes(model.graph)
+    fold_weights(model.graph, {"Transpose"})
     with tempfile.TemporaryDirectory(dir=dst.parent) as tmp:
         folded, quantized = Path(tmp) / "folded.onnx", Path(tmp) / dst.name
         onnx_files.save(model, folded)  # given a file, the quantizer does not copy the graph in memory
@@ -32,35 +31,6 @@ def quantize_int8(src: Path, dst: Path) -> None:
         quantize_dynamic(folded, quantized, weight_type=QuantType.QInt8,
                          op_types_to_quantize=["MatMul", "Gemm", "Gather"], use_external_data_format=True)
         onnx_files.save(onnx.load(str(quantized)), dst)
-
-
-def fold_weight_transposes(graph: onnx.GraphProto) -> None:
-    """Replace each Transpose of an initializer by the transposed initializer (as ONNX Runtime folds it at load); a
-    weight that nothing else reads is then dropped."""
-    weights = {w.name: w for w in graph.initializer}
-    folds = [node for node in graph.node if node.op_type == "Transpose" and node.input[0] in weights]
-    for node in folds:
-        perm = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "perm"), None)
-        value = np.transpose(numpy_helper.to_array(weights[node.input[0]]), perm)
-        graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value), node.output[0]))
-        graph.node.remove(node)
-    read = names_read(graph)
-    for name in {node.input[0] for node in folds} - read:
-        graph.initializer.remove(weights[name])
-
-
-def names_read(graph: onnx.GraphProto) -> set[str]:
-    """Every name the graph's nodes read, its subgraphs' (If, Loop, Scan) included, and its outputs."""
-    read = {output.name for output in graph.output}
-    for node in graph.node:
-        read.update(node.input)
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                read |= names_read(attribute.g)
-            elif attribute.type == onnx.AttributeProto.GRAPHS:
-                for subgraph in attribute.graphs:
-                    read |= names_read(subgraph)
-    return read
 
 
 def weights_multiplied_in_float(graph: onnx.GraphProto) -> list[str]:

@@ -13,7 +13,9 @@ the caches at every step cost the exported decoder a third of its time.
 
 Exported to ONNX (export.graphs), each attention is one ONNX Attention node (opset 23), which ONNX Runtime runs as
 one kernel on the CPU and on CUDA, where the same math written out is six nodes: every node of a decoder step
-costs ONNX Runtime its dispatch, and on a GPU a kernel launch.
+costs ONNX Runtime its dispatch, and on a GPU a kernel launch. For the same reason the products of one input are one
+product (linears): a self-attention's queries, keys and values, and the encoder's keys and values for every decoder
+layer's cross-attention (the weights stay one Linear each, as checkpoints and converters have them).
 """
 
 from __future__ import annotations
@@ -75,6 +77,14 @@ def causal_mask(length: int, device: torch.device | None = None) -> Tensor:
     return torch.ones(length, length, dtype=torch.bool, device=device).tril()
 
 
+def linears(x: Tensor, layers: list[nn.Linear]) -> tuple[Tensor, ...]:
+    """x W_i + b_i of each of these Linear layers, computed as one product x [W_1 W_2 ...] + [b_1 b_2 ...] and split:
+    one Gemm exported, where one per layer was a node (and on a GPU a kernel launch) each."""
+    weight = torch.cat([layer.weight for layer in layers])
+    bias = torch.cat([layer.bias for layer in layers])
+    return F.linear(x, weight, bias).split([layer.out_features for layer in layers], dim=-1)
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)."""
 
@@ -100,14 +110,19 @@ class MultiHeadAttention(nn.Module):
             return out.reshape(like.shape)
         return out.transpose(1, 2).reshape(like.shape)
 
-    def keys_values(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """The per-head keys and values of x, each (N, H, T, Dh)."""
-        return self.split_heads(self.w_k(x)), self.split_heads(self.w_v(x))
+    def queries_keys_values(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The per-head queries, keys and values of x (self-attention), each (N, H, T, Dh): one product."""
+        q, k, v = linears(x, [self.w_q, self.w_k, self.w_v])
+        return self.split_heads(q), self.split_heads(k), self.split_heads(v)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, like: Tensor) -> Tensor:
+        """The per-head queries q attend over the keys and values k, v (N, H, Tk, Dh); the output in like's shape,
+        (N, Tq, D) or one step's (N, D)."""
+        return self.w_o(self.merge_heads(fused_attention(q, k, v, mask), like))
 
     def forward(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         """Queries from x (N, Tq, D), or one step's (N, D), attend over the keys and values k, v (N, H, Tk, Dh)."""
-        out = fused_attention(self.split_heads(self.w_q(x)), k, v, mask)
-        return self.w_o(self.merge_heads(out, x))
+        return self.attend(self.split_heads(self.w_q(x)), k, v, mask, x)
 
 
 class FeedForward(nn.Module):
@@ -156,7 +171,8 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
         h = self.res_attn.input(x)
-        x = self.res_attn.output(x, self.self_attn(h, *self.self_attn.keys_values(h), src_mask))
+        q, k, v = self.self_attn.queries_keys_values(h)
+        x = self.res_attn.output(x, self.self_attn.attend(q, k, v, src_mask, h))
         return self.res_ffn.output(x, self.ffn(self.res_ffn.input(x)))
 
 
@@ -195,10 +211,10 @@ class DecoderLayer(nn.Module):
         Returns the new x and this layer's self-attention keys and values, (N, H, T or L, Dh).
         """
         h = self.res_self.input(x)
-        k, v = self.self_attn.keys_values(h)
+        q, k, v = self.self_attn.queries_keys_values(h)
         if cache is not None:
             k, v = write_slot(cache[0], slot, k), write_slot(cache[1], slot, v)
-        x = self.res_self.output(x, self.self_attn(h, k, v, self_mask))
+        x = self.res_self.output(x, self.self_attn.attend(q, k, v, self_mask, h))
         h = self.res_cross.input(x)
         x = self.res_cross.output(x, self.cross_attn(h, *cross_kv, src_mask))
         x = self.res_ffn.output(x, self.ffn(self.res_ffn.input(x)))
@@ -240,8 +256,11 @@ class Transformer(nn.Module):
         return self.encoder_norm(x)
 
     def cross_keys_values(self, memory: Tensor) -> KVCache:
-        """Every decoder layer's cross-attention keys and values of the encoder output, each (N, H, S, Dh)."""
-        return [layer.cross_attn.keys_values(memory) for layer in self.decoder]
+        """Every decoder layer's cross-attention keys and values of the encoder output, each (N, H, S, Dh): all
+        layers' in one product."""
+        attentions = [layer.cross_attn for layer in self.decoder]
+        kv = linears(memory, [w for a in attentions for w in (a.w_k, a.w_v)])
+        return [(a.split_heads(k), a.split_heads(v)) for a, k, v in zip(attentions, kv[0::2], kv[1::2])]
 
     def empty_cache(self, batch: int, length: int, like: Tensor) -> KVCache:
         """A self-attention cache of `length` slots, all zero: every keys and values tensor (N, H, length, Dh)."""
