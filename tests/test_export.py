@@ -268,11 +268,13 @@ def test_each_attention_is_one_node_and_each_cache_write_one_scatter_from_the_sp
     assert len({node.input[1] for node in scatters}) == 1
 
 
-def test_each_self_attention_projects_once_and_the_encoder_projects_every_cross_attention_once(exported: Exported):
+def test_one_product_per_input_and_no_transpose_in_the_encoders_self_attention(exported: Exported):
     """A self-attention's queries, keys and values are one product, and the encoder's keys and values of every
     decoder layer's cross-attention one more (model.transformer.linears), each of one weight (export.graphs
     .fold_weights): a decoder layer's products are QKV, the self-attention's output, the cross-attention's queries
-    and output, and the feed-forward's two; an encoder layer's QKV, output and the feed-forward's two."""
+    and output, and the feed-forward's two; an encoder layer's QKV, output and the feed-forward's two. The encoder's
+    self-attentions take their heads side by side (model.transformer.fused_attention's 3-D inputs): its only
+    Transposes are those of the cross keys/values, which the decoder reads per head."""
     layers = exported.model.cfg.n_layers
     for name, per_layer in (("decoder.onnx", 6), ("encoder.onnx", 4)):
         graph = onnx.load(str(exported.directory / name)).graph
@@ -280,6 +282,8 @@ def test_each_self_attention_projects_once_and_the_encoder_projects_every_cross_
         assert len(products) == per_layer * layers + 1, name  # + the output projection, or the cross keys/values
         assert not [node for node in graph.node if node.op_type == "Concat"
                     and set(node.input) <= {w.name for w in graph.initializer}], name
+    encoder = onnx.load(str(exported.directory / "encoder.onnx")).graph
+    assert [node.op_type for node in encoder.node].count("Transpose") == 2 * layers
 
 
 def test_fp32_graphs_store_their_fp16_rounded_weights_as_fp16(exported: Exported):
