@@ -28,7 +28,7 @@ from service.engine import sessions
 from service.engine.cache_graphs import move_graph
 from service.engine.decoder import OrtDecoder
 from service.engine.kernels import built_library
-from service.engine.kernels.graph import SLOT_ROWS, KernelsRefused, with_kernels
+from service.engine.kernels.graph import CROSS_FROM, SLOT_ROWS, KernelsRefused, with_kernels
 from service.engine.translator import Translator
 
 pytestmark = [
@@ -258,6 +258,33 @@ def test_a_row_reads_its_slots_where_the_slot_table_says(library, graphs, model,
     assert same["logits_max_abs_diff"] < 1e-4
     assert same["top_tokens_equal"] == 1.0
     assert same["top_logp_max_abs_diff"] < 1e-5
+
+
+@pytest.mark.parametrize("rows", [3, 16])
+def test_a_row_reads_the_encoder_keys_values_of_the_row_cross_from_names(library, graphs, model, rows):
+    """With cross_from, row i reads the encoder keys/values (and nothing else) of row cross_from[i], as a beam
+    sentence's rows read its first row's: the exported step over caches gathered by cross_from gives the same logits
+    and top-k. Here every row holds other keys/values, so a row that read its own would differ."""
+    rng = np.random.default_rng(rows)
+    arrays = step_arrays(Bucket(rows, slots=16, source=11), model.cfg, rng)
+    cross_from = 4 * (np.arange(rows) // 4)  # each sentence of 4 beams from its first row
+    arrays[GraphIO.SRC_MASK] = arrays[GraphIO.SRC_MASK][cross_from]  # a sentence's rows share its source
+    gathered = {name: value[cross_from] if name.startswith(f"{GraphIO.CROSS}_") else value
+                for name, value in arrays.items()}
+    same = agreement(BoundStep(graphs["export"], gathered).run(),
+                     BoundStep(graphs["kernels"], {**arrays, CROSS_FROM: cross_from}).run())
+    assert same["logits_max_abs_diff"] < 1e-4
+    assert same["top_tokens_equal"] == 1.0
+    own = agreement(BoundStep(graphs["export"], gathered).run(), BoundStep(graphs["kernels"], arrays).run())
+    assert own["logits_max_abs_diff"] > 1e-2  # the test can tell a row that read its own
+
+
+def test_a_cross_from_that_names_no_row_is_refused(library, graphs, model):
+    arrays = step_arrays(Bucket(4, slots=8, source=5), model.cfg, np.random.default_rng(0))
+    with pytest.raises(RuntimeError, match="names no row"):
+        BoundStep(graphs["kernels"], {**arrays, CROSS_FROM: np.array([0, 0, 4, 0])}).run()
+    with pytest.raises(RuntimeError, match="a row for each row"):
+        BoundStep(graphs["kernels"], {**arrays, CROSS_FROM: np.array([0, 0, 0])}).run()
 
 
 def test_a_slot_table_that_names_no_row_is_refused(library, graphs, model):

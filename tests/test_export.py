@@ -23,7 +23,7 @@ import torch
 
 from core.corpus import load_test_set, multi30k_dir
 from core.folder import FolderConfig, GraphIO, cache_names
-from core.search import CACHE_SLOTS, SearchOptions, cache_slots, pad_batch
+from core.search import CACHE_SLOTS, SearchOptions, block_items, cache_slots, filled_order, pad_batch
 from core.tokenizer import Tokenizer
 from export import onnx_files
 from export.__main__ import VARIANTS, export_model
@@ -467,6 +467,32 @@ def test_beam_reorders_need_no_new_cache_buffers(exported: Exported, kernels: bo
     assert all(b[GraphIO.TOKENS] is turned.tokens and b[GraphIO.POSITIONS] is turned.positions for b in bound)
     if kernels:  # the beams read each other's slots: the step reads the slot table (it is NO_TABLE until then)
         assert turned.shared_slots and bound[0][SLOT_ROWS] is turned.slot_rows
+
+
+def test_with_our_kernels_a_beam_sentence_reads_its_first_rows_encoder_keys_values(exported: Exported):
+    """With our kernels each row reads the encoder keys/values of its sentence's first row (cross_from; every row
+    holds them, read once a sentence), and after a sentence leaves, of its first row's new place; the steps get what
+    the step as exported gets, each row over its own."""
+    ours, exported_step = exported.translator(kernels=True), exported.translator(kernels=False)
+    cfg, beams = exported.model.cfg, np.array([2, 3, 1])
+    sources = ours.encode_texts(SENTENCES[:3])
+    tokens = np.random.default_rng(1).integers(4, cfg.vocab_size, (3, beams.sum()))
+    decoders = ours.new_decoder(), exported_step.new_decoder()
+    for decoder in decoders:
+        decoder.add(*pad_batch(sources, cfg.pad_id), beams)
+    np.testing.assert_array_equal(decoders[0].cross_from, [0, 0, 2, 2, 2, 5])
+    for step_tokens in tokens[:2]:
+        (top, logp), (expected_top, expected_logp) = (decoder.step(step_tokens, 5) for decoder in decoders)
+        np.testing.assert_array_equal(top, expected_top)
+        assert_close(logp, expected_logp, "top_logp")
+    order = filled_order(np.array([False, True, True]))  # the first sentence leaves; the last takes its place
+    rows = block_items(beams, order)
+    for decoder in decoders:
+        decoder.select(rows, rows)
+    np.testing.assert_array_equal(decoders[0].cross_from, [0, 1, 1, 1])
+    (top, logp), (expected_top, expected_logp) = (decoder.step(tokens[2, : len(rows)], 5) for decoder in decoders)
+    np.testing.assert_array_equal(top, expected_top)
+    assert_close(logp, expected_logp, "top_logp after the leave")
 
 
 def test_a_beam_wider_than_half_the_vocabulary_works(exported: Exported):

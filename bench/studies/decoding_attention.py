@@ -55,7 +55,7 @@ from export.quantize import quantize_int8
 from model.checkpoint import load_model
 from model.transformer import MultiHeadAttention
 from service.engine.kernels import built_library
-from service.engine.kernels.graph import SLOT_ROWS, with_kernels
+from service.engine.kernels.graph import CROSS_FROM, SLOT_ROWS, with_kernels
 from service.engine.sessions import CPU_UNFUSED, session_options
 
 
@@ -137,8 +137,9 @@ class BoundStep:
 
     def __init__(self, path: Path, arrays: dict[str, np.ndarray]):
         self.session = cpu_session(path)
-        if SLOT_ROWS in {x.name for x in self.session.get_inputs()} and SLOT_ROWS not in arrays:
-            arrays = {**arrays, SLOT_ROWS: np.zeros((0, 0), np.int64)}  # empty: every row's slots its own
+        inputs = {x.name for x in self.session.get_inputs()}
+        empty = {SLOT_ROWS: np.zeros((0, 0), np.int64), CROSS_FROM: np.zeros(0, np.int64)}  # every row reads its own
+        arrays = {**{name: value for name, value in empty.items() if name in inputs}, **arrays}
         self.binding, held = step_binding(self.session, arrays, "cpu")
         self.binding.bind_output(GraphIO.LOGITS)
         self.caches = dict(zip([n for n in arrays if n.startswith((f"{GraphIO.SELF}_", f"{GraphIO.CROSS}_"))], held))

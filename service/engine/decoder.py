@@ -16,7 +16,7 @@ import onnxruntime as ort
 
 from core.folder import GraphIO
 from core.search import FEW_ROWS, cache_slots, grown_slots
-from service.engine.kernels.graph import SLOT_ROWS
+from service.engine.kernels.graph import CROSS_FROM, SLOT_ROWS
 
 if TYPE_CHECKING:
     from service.engine.sessions import ModelSessions
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 # The slot table the step gets while every row reads its own slots (a greedy batch always): empty, so that the
 # kernel reads each row's slots side by side, with no table to look up
 NO_TABLE = np.zeros((0, 0), dtype=np.int64)
+# The rows the cross-attention kernel reads the encoder keys/values of while each row reads its own (a greedy batch)
+NO_CROSS = np.zeros(0, dtype=np.int64)
 
 # The first self-attention cache's slots with our kernels at a few rows: a growth (a copy of the cache, its bindings
 # anew) costs more there than slots no step reads; a beam reorder copies them (micro model at batch 1, one thread,
@@ -83,6 +85,7 @@ class OrtDecoder:
             top_tokens=np.zeros((0, 0), dtype=np.int64),  # the arrays the step writes its top-k into
             top_logp=np.zeros((0, 0), dtype=np.float32),
             slot_rows=np.zeros((0, 0), dtype=np.int64),  # with our kernels: where each row's slots are (_move_rows)
+            cross_from=NO_CROSS,  # with our kernels: the row of the encoder keys/values each row reads (_cross_from)
         )
         self.shared_slots = False  # whether some row reads slots of another row (else the step gets NO_TABLE)
         self._set_self_kv([])
@@ -129,7 +132,7 @@ class OrtDecoder:
 
     def _replace(self, **arrays: np.ndarray) -> None:
         """Replace host arrays that the step reads or writes (positions, src_mask, tokens, width, top_tokens,
-        top_logp, slot_rows): every binding binds them again."""
+        top_logp, slot_rows, cross_from): every binding binds them again."""
         for name, array in arrays.items():
             setattr(self, name, array)
         self.host_arrays += 1
@@ -158,6 +161,9 @@ class OrtDecoder:
                                                    pad_columns(src_mask[rows], length)]))
             new = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
             self._set_self_kv(self._join(self.self_kv, [new] * len(self.self_kv), self.slots))
+        if t.kernels:  # a new sentence's rows read its first row's keys/values (rows: each new row's sentence)
+            firsts = len(self.positions) + np.searchsorted(rows, rows)
+            self._cross_from(np.concatenate([self._cross_rows_read(), firsts]))
         self._replace(positions=np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)]))
         self.encode_seconds += time.perf_counter() - started
 
@@ -210,7 +216,8 @@ class OrtDecoder:
         if step.host_arrays != self.host_arrays:
             reads = {GraphIO.TOKENS: self.tokens, GraphIO.POSITIONS: self.positions, GraphIO.WIDTH: self.width,
                      GraphIO.SRC_MASK: self.src_mask,
-                     **({SLOT_ROWS: self.slot_rows if self.shared_slots else NO_TABLE} if t.kernels else {})}
+                     **({SLOT_ROWS: self.slot_rows if self.shared_slots else NO_TABLE, CROSS_FROM: self.cross_from}
+                        if t.kernels else {})}
             writes = {GraphIO.TOP_TOKENS: self.top_tokens, GraphIO.TOP_LOGP: self.top_logp}
             binding = step.binding
             for bind, arrays in ((binding.bind_ortvalue_input, reads), (binding.bind_ortvalue_output, writes)):
@@ -280,6 +287,7 @@ class OrtDecoder:
             moved_to = np.zeros(len(self.positions), dtype=np.int64)  # each old row's new place (0: a row that left,
             moved_to[cross_rows] = np.arange(len(cross_rows))  # which no slot of a row left reads)
             table = moved_to[table]
+            self._cross_from(moved_to[self._cross_rows_read()[cross_rows]])
         positions = self.positions[rows]
         own = np.arange(len(rows))[:, None]
         table = np.where(np.arange(self.slots) < positions[:, None], table, own)
@@ -294,6 +302,16 @@ class OrtDecoder:
         if shared != self.shared_slots:  # the step binds the table, or NO_TABLE, afresh
             self.shared_slots = shared
             self.host_arrays += 1
+
+    def _cross_rows_read(self) -> np.ndarray:
+        """The row of the encoder keys/values each row reads."""
+        return self.cross_from if len(self.cross_from) else np.arange(len(self.positions))
+
+    def _cross_from(self, rows: np.ndarray) -> None:
+        """Each row reads the encoder keys/values of these rows: its sentence's first. Every row of a sentence holds
+        them (the decoder keeps them all, as the exported step reads them); read from one, they come from memory once
+        a sentence rather than once a beam. NO_CROSS where each row reads its own."""
+        self._replace(cross_from=rows if (rows != np.arange(len(rows))).any() else NO_CROSS)
 
     def _move(self, values: list[ort.OrtValue], rows: np.ndarray, lengths: np.ndarray) -> list[ort.OrtValue]:
         """values[i][:M] = values[i][rows] in place (the move graph), each row's first lengths[row] slots; returns

@@ -11,8 +11,11 @@
 //     slot_rows (N, W) int64, W >= every position, or empty (0, 0): the row of the caches that holds each earlier
 //     slot of row i (slot j at slot_rows[i, j], j < positions[i]); empty, each row holds its own. A beam reorder then
 //     reorders this table, not the caches: beams that share a parent read its slots where they are.
-// ours.DecoderCrossAttention(q, cross_k, cross_v, src_mask) -> out
+// ours.DecoderCrossAttention(q, cross_k, cross_v, src_mask, cross_from) -> out
 //     The same over the encoder's keys and values (N, H, S, Dh), at the source positions src_mask (N, S) keeps.
+//     cross_from (N,) int64, or empty (0,): the row of cross_k and cross_v that row i reads (empty: its own). A beam
+//     sentence's rows hold the same keys and values; read from its first row, they come from memory once, not once
+//     a beam.
 // ours.TopLogSoftmax(logits, width) -> top_logp, top_tokens
 //     Each row's `width` (a (1,) int64) best tokens and their log-probabilities, best first, the lower token first
 //     among equals: TopK(LogSoftmax(logits), width), without the (N, V) log-probabilities written and read again.
@@ -137,6 +140,7 @@ struct Rows {
   const int64_t* positions;                 // self-attention: row i attends to slots 0..positions[i]
   const int64_t* slot_rows;                 // self-attention: (N, slot_columns), or nullptr (every slot its row's)
   int64_t slot_columns;
+  const int64_t* cross_from;                // cross-attention: the row of K, V each row reads, or nullptr (its own)
   const bool* mask;                         // cross-attention: (N, S)
   int64_t heads, length, dh;
   float *out, *K_out, *V_out;
@@ -166,7 +170,8 @@ struct Rows {
                         out + head * dh, weights.data());
         }
       } else {
-        attend<false>(Q + head * dh, K + cache, V + cache, nullptr, length, dh, mask + r * length, out + head * dh,
+        const int64_t from = ((cross_from ? cross_from[r] : r) * heads + h) * length * dh;
+        attend<false>(Q + head * dh, K + from, V + from, nullptr, length, dh, mask + r * length, out + head * dh,
                       weights.data());
       }
     }
@@ -332,7 +337,7 @@ struct SelfAttentionKernel {
     if (K != cache_k.GetTensorData<float>()) std::memcpy(K, cache_k.GetTensorData<float>(), bytes);
     if (V != cache_v.GetTensorData<float>()) std::memcpy(V, cache_v.GetTensorData<float>(), bytes);
     Rows work{q.GetTensorData<float>(), nullptr, nullptr, k.GetTensorData<float>(), v.GetTensorData<float>(),
-              positions.GetTensorData<int64_t>(), where, table[1], nullptr, heads, slots, dh, out, K, V};
+              positions.GetTensorData<int64_t>(), where, table[1], nullptr, nullptr, heads, slots, dh, out, K, V};
     ctx.ParallelFor(Rows::run, static_cast<size_t>(rows), 0, &work);
   }
 };
@@ -343,11 +348,21 @@ struct CrossAttentionKernel {
   void Compute(OrtKernelContext* context) {
     Ort::KernelContext ctx(context);
     auto q = ctx.GetInput(0), cross_k = ctx.GetInput(1), cross_v = ctx.GetInput(2), mask = ctx.GetInput(3);
+    auto cross_from = ctx.GetInput(4);
     const std::vector<int64_t> shape = cross_k.GetTensorTypeAndShapeInfo().GetShape();
     const int64_t rows = shape[0], heads = shape[1], length = shape[2], dh = shape[3];
+    const int64_t named = static_cast<int64_t>(cross_from.GetTensorTypeAndShapeInfo().GetElementCount());
+    const int64_t* from = named > 0 ? cross_from.GetTensorData<int64_t>() : nullptr;
+    if (from && named != rows) {
+      ORT_CXX_API_THROW("DecoderCrossAttention: cross_from must name a row for each row", ORT_INVALID_ARGUMENT);
+    }
+    for (int64_t r = 0; from && r < rows; ++r) {
+      if (from[r] < 0 || from[r] >= rows) ORT_CXX_API_THROW("DecoderCrossAttention: cross_from names no row",
+                                                           ORT_INVALID_ARGUMENT);
+    }
     float* out = ctx.GetOutput(0, {rows, heads * dh}).GetTensorMutableData<float>();
     Rows work{q.GetTensorData<float>(), cross_k.GetTensorData<float>(), cross_v.GetTensorData<float>(), nullptr,
-              nullptr, nullptr, nullptr, 0, mask.GetTensorData<bool>(), heads, length, dh, out, nullptr, nullptr};
+              nullptr, nullptr, nullptr, 0, from, mask.GetTensorData<bool>(), heads, length, dh, out, nullptr, nullptr};
     ctx.ParallelFor(Rows::run, static_cast<size_t>(rows), 0, &work);
   }
 };
@@ -422,7 +437,7 @@ struct Operator : Ort::CustomOpBase<Operator<Kernel>, Kernel> {
 
 Operator<SelfAttentionKernel> self_attention{
     "DecoderSelfAttention", {FLOAT, FLOAT, FLOAT, FLOAT, FLOAT, INT64, INT64}, {FLOAT, FLOAT, FLOAT}};
-Operator<CrossAttentionKernel> cross_attention{"DecoderCrossAttention", {FLOAT, FLOAT, FLOAT, BOOL}, {FLOAT}};
+Operator<CrossAttentionKernel> cross_attention{"DecoderCrossAttention", {FLOAT, FLOAT, FLOAT, BOOL, INT64}, {FLOAT}};
 Operator<TopLogSoftmaxKernel> top_log_softmax{"TopLogSoftmax", {FLOAT, INT64}, {FLOAT, INT64}};
 Operator<MoveRowsKernel> move_rows{"MoveRows", {FLOAT, INT64, INT64}, {FLOAT}};
 

@@ -8,11 +8,12 @@ export.graphs' step computes each attention as (model.transformer.DecoderLayer):
 with q, k, v the (N, D) projections, and ends in top_logp, top_tokens = TopK(LogSoftmax(logits), width). The rewrite
 puts in their place
     ours.DecoderSelfAttention(q, k, v, self_k, self_v, positions, slot_rows) -> out, new_k, new_v
-    ours.DecoderCrossAttention(q, cross_k, cross_v, src_mask) -> out
+    ours.DecoderCrossAttention(q, cross_k, cross_v, src_mask, cross_from) -> out
     ours.TopLogSoftmax(logits, width) -> top_logp, top_tokens
 and drops what nothing reads any more (the index, the masks, the reshapes). slot_rows is an input the rewrite adds
 (SLOT_ROWS: which row of the caches holds each slot of a row, decoder_step.cc; an empty (0, 0) table: every row's
-slots its own, as the exported step reads them). Every name the rest of the graph reads
+slots its own, as the exported step reads them); so is cross_from (CROSS_FROM: the row of the encoder's keys and
+values each row reads, its sentence's first; empty (0,): its own). Every name the rest of the graph reads
 stays, so the int8 graphs, whose projections differ, rewrite alike. A graph of another shape is refused with the
 reason (KernelsRefused), and its session runs the step as exported.
 """
@@ -26,6 +27,7 @@ from core.folder import GraphIO
 
 DOMAIN = "ours"
 SLOT_ROWS = "slot_rows"
+CROSS_FROM = "cross_from"
 
 
 class KernelsRefused(ValueError):
@@ -54,8 +56,8 @@ def with_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
         out = single_reader(graph, attention.output[0], "Reshape")
         q = reshaped(producer, query)
         if keys in inputs and values in inputs:  # cross-attention over the encoder's keys and values
-            ours = helper.make_node("DecoderCrossAttention", [q, keys, values, GraphIO.SRC_MASK], [out.output[0]],
-                                    domain=DOMAIN, name=f"{attention.name}_ours")
+            ours = helper.make_node("DecoderCrossAttention", [q, keys, values, GraphIO.SRC_MASK, CROSS_FROM],
+                                    [out.output[0]], domain=DOMAIN, name=f"{attention.name}_ours")
         else:
             k_write, v_write = slot_write(producer, keys, inputs), slot_write(producer, values, inputs)
             ours = helper.make_node(
@@ -83,6 +85,7 @@ def with_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
     del graph.initializer[:]
     graph.initializer.extend(kept)
     graph.input.append(helper.make_tensor_value_info(SLOT_ROWS, onnx.TensorProto.INT64, ["N", "W"]))
+    graph.input.append(helper.make_tensor_value_info(CROSS_FROM, onnx.TensorProto.INT64, ["R"]))
     model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
     return model
 
