@@ -99,7 +99,8 @@ def causal_mask(length: int, device: torch.device | None = None) -> Tensor:
 
 def linears(x: Tensor, layers: list[nn.Linear]) -> tuple[Tensor, ...]:
     """x W_i + b_i of each of these Linear layers, computed as one product x [W_1 W_2 ...] + [b_1 b_2 ...] and split:
-    one Gemm exported, where one per layer was a node (and on a GPU a kernel launch) each."""
+    one product exported (a Gemm, or a MatMul and its Add), where each layer's was a node (on a GPU a kernel) of its
+    own."""
     weight = torch.cat([layer.weight for layer in layers])
     bias = torch.cat([layer.bias for layer in layers])
     return F.linear(x, weight, bias).split([layer.out_features for layer in layers], dim=-1)
