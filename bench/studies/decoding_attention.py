@@ -54,6 +54,7 @@ from export.graphs import DecoderGraph, export_decoder, flatten, pairs
 from export.quantize import quantize_int8
 from model.checkpoint import load_model
 from model.transformer import MultiHeadAttention
+from service.engine.decoder import NO_CROSS, NO_TABLE
 from service.engine.kernels import built_library
 from service.engine.kernels.graph import CROSS_FROM, SLOT_ROWS, with_kernels
 from service.engine.sessions import CPU_UNFUSED, session_options
@@ -138,7 +139,7 @@ class BoundStep:
     def __init__(self, path: Path, arrays: dict[str, np.ndarray]):
         self.session = cpu_session(path)
         inputs = {x.name for x in self.session.get_inputs()}
-        empty = {SLOT_ROWS: np.zeros((0, 0), np.int64), CROSS_FROM: np.zeros(0, np.int64)}  # every row reads its own
+        empty = {SLOT_ROWS: NO_TABLE, CROSS_FROM: NO_CROSS}  # every row reads its own, as a greedy batch binds them
         arrays = {**{name: value for name, value in empty.items() if name in inputs}, **arrays}
         self.binding, held = step_binding(self.session, arrays, "cpu")
         self.binding.bind_output(GraphIO.LOGITS)
