@@ -35,6 +35,9 @@ DEFAULT_DOMAIN = "ai.onnx"
 CONTRIB_SINCE = 1
 SHAPE_OPS = {"Shape", "Size"}
 RANDOM_OPS = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
+# The shapes of contrib operators' outputs, which onnx's shape inference does not know: output -> the input whose
+# shape it has (service.engine.cuda_step writes SkipLayerNormalization: its output and its sum are its input's shape)
+CONTRIB_SHAPES = {"SkipLayerNormalization": {0: 0, 3: 0}}
 
 
 @dataclass(frozen=True)
@@ -234,15 +237,29 @@ def folded_outputs(node: onnx.NodeProto, values: dict[str, np.ndarray], static: 
 
 
 def static_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
-    """The values whose shape onnx's shape inference (with data propagation) knows in full, and their shapes."""
-    inferred = shape_inference.infer_shapes(model, data_prop=True)
-    graph = inferred.graph
-    shapes = {w.name: list(w.dims) for w in graph.initializer}
-    for info in [*graph.input, *graph.value_info, *graph.output]:
-        tensor = info.type.tensor_type
-        if tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim):
-            shapes[info.name] = [d.dim_value for d in tensor.shape.dim]
-    return shapes
+    """The values whose shape onnx's shape inference (with data propagation) knows in full, and their shapes; past a
+    contrib operator of CONTRIB_SHAPES, its outputs' shapes given and the inference run again."""
+    given: dict[str, onnx.ValueInfoProto] = {}
+    while True:
+        with_given = onnx.ModelProto()
+        with_given.CopyFrom(model)
+        with_given.graph.value_info.extend(given.values())
+        graph = shape_inference.infer_shapes(with_given, data_prop=True).graph
+        shapes = {w.name: list(w.dims) for w in graph.initializer}
+        types = {}
+        for info in [*graph.input, *graph.value_info, *graph.output]:
+            tensor = info.type.tensor_type
+            types[info.name] = tensor.elem_type
+            if tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim):
+                shapes[info.name] = [d.dim_value for d in tensor.shape.dim]
+        more = {node.output[out]: onnx.helper.make_tensor_value_info(node.output[out], types[node.input[source]],
+                                                                     shapes[node.input[source]])
+                for node in graph.node for out, source in CONTRIB_SHAPES.get(node.op_type, {}).items()
+                if out < len(node.output) and node.output[out] and node.output[out] not in given
+                and node.input[source] in shapes}
+        if not more:
+            return shapes
+        given.update(more)
 
 
 def with_nodes(model: onnx.ModelProto, nodes: list[onnx.NodeProto], folded: dict[str, np.ndarray]) -> onnx.ModelProto:

@@ -22,6 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 from torch import Tensor, nn
 
 from core.folder import IR_VERSION, OPSET, GraphIO, cache_names
+from core.graph_edits import attribute_value, names_read
 from export import onnx_files
 from model.transformer import KVCache, Transformer
 
@@ -154,25 +155,6 @@ def fold_weights(graph: onnx.GraphProto, op_types: set[str]) -> None:
     read = names_read(graph)
     for name in {name for node in folds for name in node.input} - read:
         graph.initializer.remove(weights[name])
-
-
-def attribute_value(node: onnx.NodeProto, name: str):
-    """The value of the node's attribute of this name, None where it has none."""
-    return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), None)
-
-
-def names_read(graph: onnx.GraphProto) -> set[str]:
-    """Every name the graph's nodes read, its subgraphs' (If, Loop, Scan) included, and its outputs."""
-    read = {output.name for output in graph.output}
-    for node in graph.node:
-        read.update(node.input)
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                read |= names_read(attribute.g)
-            elif attribute.type == onnx.AttributeProto.GRAPHS:
-                for subgraph in attribute.graphs:
-                    read |= names_read(subgraph)
-    return read
 
 
 def _export(module: nn.Module, args: tuple, path: Path, **kwargs) -> None:

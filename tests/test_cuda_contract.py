@@ -2,7 +2,8 @@
 CUDA kernel table (tests/data/ort-1.31-cuda-kernels.json, written by tests/data/cuda_kernels.py).
 
 - Every node of the encoder and the decoder, fp32 and fp16, and of the cache graphs has a CUDA kernel for its
-  operator, opset version and types: as exported, and after the ONNX Runtime optimizations a CPU session reproduces
+  operator, opset version and types: as the service's GPU sessions load them (the decoder step's residual sums
+  fused, service.engine.cuda_step), and after the ONNX Runtime optimizations a CPU session reproduces
   (bench.offline.gpu_check.optimized_like_cuda: fp32 reproduced without the CPU-only transformers, fp16 approximated
   by converting the optimized fp32 graph; the CUDA-only fusions are not reproduced). The tiny model is pre-norm, the
   shipped ones post-norm: ONNX Runtime fuses them differently.
@@ -27,7 +28,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from bench.offline.gpu import with_fp16
-from bench.offline.gpu_check import KERNEL_TABLE, Bucket, graph_dims, optimized_like_cuda, service_graphs
+from bench.offline.gpu_check import KERNEL_TABLE, Bucket, as_gpu_loads, graph_dims, optimized_like_cuda, service_graphs
 from core.folder import IR_VERSION, OPSET, FolderConfig
 from export.cuda_contract import (
     Kernel,
@@ -78,9 +79,9 @@ def cache_graphs() -> dict[str, onnx.ModelProto]:
 def test_every_node_of_the_tiny_models_graphs_has_a_cuda_kernel_as_exported_and_optimized(tiny_fp16_dir: Path,
                                                                                            table: KernelTable):
     for precision, part, path in tiny_graphs(tiny_fp16_dir):
-        assert missing(onnx.load(path), table) == [], (precision, part)
-        optimized = optimized_like_cuda(tiny_fp16_dir / FolderConfig.load(tiny_fp16_dir).graphs["fp32"][part],
-                                        precision == "fp16")
+        assert missing(as_gpu_loads(part, path), table) == [], (precision, part)
+        fp32 = tiny_fp16_dir / FolderConfig.load(tiny_fp16_dir).graphs["fp32"][part]
+        optimized = optimized_like_cuda(as_gpu_loads(part, fp32).SerializeToString(), precision == "fp16")
         assert missing(optimized, table) == [], (precision, part, "optimized")
 
 
@@ -88,12 +89,13 @@ def test_every_node_of_the_tiny_models_graphs_has_a_cuda_kernel_as_exported_and_
 def test_every_node_of_the_shipped_graphs_has_a_cuda_kernel_as_exported_and_optimized(folder: Path,
                                                                                        table: KernelTable):
     for _, part, path in graphs(folder, ("fp32",)):
-        assert missing(onnx.load(path), table) == [], part
+        loaded = as_gpu_loads(part, path)
+        assert missing(loaded, table) == [], part
         for fp16 in (False, True):
-            optimized = optimized_like_cuda(path, fp16)
+            optimized = optimized_like_cuda(loaded.SerializeToString(), fp16)
             assert missing(optimized, table) == [], (part, fp16)
-            if part == "encoder":  # ONNX Runtime did fuse: the contract saw its contrib operators
-                assert "SkipLayerNormalization" in {n.op_type for n in optimized.graph.node}
+            # fused, by ONNX Runtime (the encoder) or by service.engine.cuda_step: the contract saw a contrib operator
+            assert "SkipLayerNormalization" in {n.op_type for n in optimized.graph.node}, part
 
 
 def test_the_cache_graphs_have_cuda_kernels(table: KernelTable):
@@ -104,8 +106,8 @@ def test_the_cache_graphs_have_cuda_kernels(table: KernelTable):
 @pytest.mark.parametrize("bucket", BUCKETS, ids=str)
 def test_no_shape_is_computed_at_run_time_once_a_bucket_fixes_the_shapes(tiny_fp16_dir: Path, bucket: Bucket):
     config = FolderConfig.load(tiny_fp16_dir).model
-    models = [(part, onnx.load(path)) for _, part, path in tiny_graphs(tiny_fp16_dir)]
-    models += [(part, onnx.load(path)) for folder in SHIPPED for _, part, path in graphs(folder, ("fp32",))]
+    models = [(part, as_gpu_loads(part, path)) for _, part, path in tiny_graphs(tiny_fp16_dir)]
+    models += [(part, as_gpu_loads(part, path)) for folder in SHIPPED for _, part, path in graphs(folder, ("fp32",))]
     models += list(cache_graphs().items())
     for part, model in models:
         fixed = fold_constants(fix_dims(model, graph_dims(part, bucket, config)))

@@ -2,7 +2,8 @@
 one GPU, written to bench/results/gpu-check.json and gpu-check.md. Without a GPU it says so in one line and exits 2.
 
 1. The contract (export.cuda_contract), from the graphs alone: every node of the encoder and the decoder (fp32 and
-   fp16) and of the cache graphs has a kernel in the CUDA provider's table, as exported and after the ONNX Runtime
+   fp16) and of the cache graphs has a kernel in the CUDA provider's table, as the service's GPU sessions load them
+   (as_gpu_loads: the decoder step's residual sums fused, service.engine.cuda_step) and after the ONNX Runtime
    optimizations that a CPU session reproduces (optimized_like_cuda); at each bucket's shapes no shape is left to
    compute at run time.
 2. Where the service's sessions (symbolic shapes, made as service.engine.sessions makes them) run each node, read
@@ -54,6 +55,7 @@ from core.translate import source_ids
 from export.cuda_contract import KernelTable, fix_dims, fold_constants, missing, runtime_shape_nodes, value_shaped_nodes
 from service.engine.admission import Admission
 from service.engine.cache_graphs import fit_graph, join_graph, select_graph
+from service.engine.cuda_step import with_skip_layer_norms
 from service.engine.graphed import BucketStore, Shape
 from service.engine.sessions import CPU_UNFUSED, ModelSessions, session_options
 from service.settings import Settings
@@ -184,7 +186,8 @@ def contract(graphs: dict[str, dict[str, Path]], cfg: ModelConfig, grid: list[Bu
     found = []
     cache_graphs = {part: onnx.load_from_string(graph) for part, graph in service_graphs(2 * cfg.n_layers).items()}
     for name, model, optimized in [
-        *[(f"{part} {precision}", onnx.load(path), optimized_like_cuda(graphs["fp32"][part], precision == "fp16"))
+        *[(f"{part} {precision}", as_gpu_loads(part, path),
+           optimized_like_cuda(as_gpu_loads(part, graphs["fp32"][part]).SerializeToString(), precision == "fp16"))
           for precision in PRECISIONS for part, path in graphs[precision].items()],
         *[(f"{part} (service-built)", model, model) for part, model in cache_graphs.items()],
     ]:
@@ -199,7 +202,14 @@ def contract(graphs: dict[str, dict[str, Path]], cfg: ModelConfig, grid: list[Bu
     return found
 
 
-def optimized_like_cuda(fp32_graph: Path, fp16: bool) -> onnx.ModelProto:
+def as_gpu_loads(part: str, path: Path) -> onnx.ModelProto:
+    """A graph as the service's GPU sessions load it: the decoder step with its residual sums fused
+    (service.engine.cuda_step), the encoder as exported."""
+    model = onnx.load(path)
+    return with_skip_layer_norms(model) if part == "decoder" else model
+
+
+def optimized_like_cuda(fp32_graph: Path | bytes, fp16: bool) -> onnx.ModelProto:
     """The graph after the optimizations a CUDA session applies that a CPU session reproduces: ONNX Runtime's
     extended level (a CUDA session's "all" adds only CPU layout transformers) without CPU_ONLY_TRANSFORMERS, saved
     by the session. Not reproduced: the fusions for the CUDA provider alone (GroupQueryAttentionFusion,
@@ -211,7 +221,8 @@ def optimized_like_cuda(fp32_graph: Path, fp16: bool) -> onnx.ModelProto:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         options.optimized_model_filepath = str(Path(scratch) / "optimized.onnx")
-        ort.InferenceSession(str(fp32_graph), options, providers=[CPU], disabled_optimizers=CPU_ONLY_TRANSFORMERS)
+        ort.InferenceSession(fp32_graph if isinstance(fp32_graph, bytes) else str(fp32_graph), options,
+                             providers=[CPU], disabled_optimizers=CPU_ONLY_TRANSFORMERS)
         model = onnx.load(options.optimized_model_filepath)
     if not fp16:
         return model
@@ -290,7 +301,8 @@ def session_placement(graphs: dict[str, dict[str, Path]], stores: dict[str, Buck
     caches = 2 * cfg.n_layers
     sessions, steps = [], []
     for precision in PRECISIONS:
-        sources = {**graphs[precision], **service_graphs(caches)}
+        sources = {**{part: as_gpu_loads(part, path).SerializeToString() for part, path in graphs[precision].items()},
+                   **service_graphs(caches)}
         service = {part: session(graph, provider, threads, profile_dir=scratch) for part, graph in sources.items()}
         feeds = sample_feeds(sample, cfg, rng)
         for part, served in service.items():
@@ -304,13 +316,13 @@ def session_placement(graphs: dict[str, dict[str, Path]], stores: dict[str, Buck
         for bucket in grid:
             started = time.perf_counter()
             steps.append({"precision": precision, **asdict(bucket), **bucket_step(
-                bucket, graphs[precision]["decoder"], service, reference["decoder"], stores[precision], cfg, provider,
+                bucket, sources["decoder"], service, reference["decoder"], stores[precision], cfg, provider,
                 device, threads, scratch, rng)})
             print(f"    {precision} {bucket}: {time.perf_counter() - started:.1f} s", flush=True)
     return sessions, steps
 
 
-def bucket_step(bucket: Bucket, decoder: Path, service: dict[str, ort.InferenceSession],
+def bucket_step(bucket: Bucket, decoder: bytes, service: dict[str, ort.InferenceSession],
                 cpu_decoder: ort.InferenceSession, store: BucketStore | None, cfg: ModelConfig, provider: str,
                 device: str, threads: int, scratch: Path, rng: np.random.Generator) -> dict:
     """One bucket: the decoder step and the beam reorder with the bucket's shapes fixed (where they run, ms per run),

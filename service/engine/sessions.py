@@ -21,6 +21,7 @@ import onnxruntime as ort
 from core.folder import FolderConfig, GraphIO
 from core.search import Hypothesis, SearchOptions, search
 from service.engine.cache_graphs import fit_graph, join_graph, move_graph, select_graph
+from service.engine.cuda_step import probe_feeds, with_skip_layer_norms
 from service.engine.decoder import OrtDecoder
 from service.engine.graphed import BucketStore, SwitchingDecoder, captured_store
 from service.engine.kernels import built_library
@@ -139,6 +140,7 @@ class ModelSessions:
         self.kernel_options = session_options(threads, optimization, spin_threads=False)  # a cache graph of ours
         self.encoder = self._session(graphs["encoder"])
         self.kernels = False  # whether the step runs our kernels (service.engine.kernels) or as exported
+        self.step_graph: str | bytes = graphs["decoder"]  # the step the sessions load: on a GPU, rewritten
         self.decoder = self._decoder(graphs["decoder"], kernels)
         if GraphIO.POSITIONS not in {x.name for x in self.decoder.get_inputs()}:
             raise ValueError(f"{self.model_dir} holds graphs of an older export (a cache that grows by concatenation, "
@@ -171,8 +173,10 @@ class ModelSessions:
 
     def _decoder(self, graph: str, kernels: bool) -> ort.InferenceSession:
         """The decoder step's session: on the CPU, with our kernels where asked and possible (the reason logged where
-        not), else the step as exported."""
-        if kernels and not self.on_gpu:
+        not), else the step as exported; on a GPU, its residual sums fused (service.engine.cuda_step)."""
+        if self.on_gpu:
+            return self._gpu_decoder(graph)
+        if kernels:
             library = built_library()
             try:
                 if library is None:
@@ -189,6 +193,22 @@ class ModelSessions:
                 log.warning("our kernels not used for %s: %s", self.model_dir / graph, why)
         return self._session(graph, self.step_options)
 
+    def _gpu_decoder(self, graph: str) -> ort.InferenceSession:
+        """The step with its residual sums fused, run once on one row; the step as exported where ONNX Runtime
+        refuses it (the reason logged)."""
+        # the graph alone: a large model's weights stay in its external data, where ONNX Runtime reads them
+        fused = with_skip_layer_norms(onnx.load(str(self.model_dir / graph), load_external_data=False))
+        fused_graph = fused.SerializeToString()
+        self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
+        try:
+            session = self._session(fused_graph, self.step_options)
+            session.run(None, probe_feeds(session))
+        except ORT_ERRORS as why:
+            log.warning("the decoder step runs as exported on the GPU, its residual sums unfused: %s", why)
+            return self._session(graph, self.step_options)
+        self.step_graph = fused_graph
+        return session
+
     @property
     def name(self) -> str:
         return self.config.name
@@ -200,8 +220,7 @@ class ModelSessions:
 
     def graphed_decoder(self) -> ort.InferenceSession:
         """A decoder session whose steps ONNX Runtime's CUDA provider captures, one graph per gpu_graph_id."""
-        return self._session(self.config.graphs[self.precision]["decoder"], self.step_options,
-                             {"enable_cuda_graph": "1"})
+        return self._session(self.step_graph, self.step_options, {"enable_cuda_graph": "1"})
 
     def new_decoder(self) -> OrtDecoder | SwitchingDecoder:
         """An empty decoder for a running batch (core.search.RunningBatch)."""
