@@ -16,6 +16,10 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import onnx
 
 CONFIG_FILE = "config.json"
 OPSET = 23  # of the model's graphs (python -m export): the first with an Attention operator
@@ -30,6 +34,7 @@ class GraphIO:
     encoder   SRC, SRC_MASK -> MEMORY, the cross-attention cache (cache_names(CROSS, layers))
     decoder   TOKENS, POSITIONS, WIDTH, SRC_MASK, the self- and cross-attention caches
               -> LOGITS, TOP_LOGP, TOP_TOKENS, the self-attention cache written (cache_names(NEW_SELF, layers))
+    The caches are fp32, fp16 in an fp16 export (fp32_io); the other floats fp32 in every precision.
     """
 
     SRC, SRC_MASK, MEMORY = "src", "src_mask", "memory"
@@ -46,6 +51,13 @@ def pair_name(source: str, target: str) -> str:
 def cache_names(prefix: str, n_layers: int) -> list[str]:
     """The names of a cache's tensors in graph order: prefix_k_0, prefix_v_0, prefix_k_1, ..."""
     return [f"{prefix}_{kv}_{layer}" for layer in range(n_layers) for kv in "kv"]
+
+
+def fp32_io(graph: onnx.GraphProto) -> list[str]:
+    """The inputs and outputs of a graph that its fp16 version keeps in fp32: all but the caches (cache_names'
+    prefixes), which the engine keeps in the type the step reads, so that no step casts them."""
+    caches = tuple(f"{prefix}_" for prefix in (GraphIO.CROSS, GraphIO.SELF, GraphIO.NEW_SELF))
+    return [x.name for x in [*graph.input, *graph.output] if not x.name.startswith(caches)]
 
 
 @dataclass

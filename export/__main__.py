@@ -20,7 +20,7 @@ import onnxruntime
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from core.folder import OPSET, FolderConfig
+from core.folder import OPSET, FolderConfig, fp32_io
 from core.tokenizer import SPM_FILE, Layout, find_layout, layout_files
 from export import onnx_files
 from export.graphs import export_decoder, export_encoder
@@ -36,7 +36,9 @@ def graph_names(precision: str) -> dict[str, str]:
 
 
 def convert_fp16(src: Path, dst: Path) -> None:
-    """fp16 weights and arithmetic, for GPUs; inputs and outputs stay fp32 so callers need not change.
+    """fp16 weights and arithmetic, for GPUs. The caches (the encoder's keys/values, the step's self- and
+    cross-attention caches) are fp16 in and out, so that no step casts them; the other inputs and outputs (memory,
+    logits, top_logp) stay fp32 (core.folder.fp32_io).
 
     The converter appends the Casts of the graph inputs after the nodes that read them; ONNX Runtime sorts graphs
     itself, but the ONNX checker (and other runtimes) want them in topological order, so the graph is sorted again.
@@ -45,7 +47,8 @@ def convert_fp16(src: Path, dst: Path) -> None:
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
     # given the path, the converter infers shapes from the file, which works past protobuf's 2 GiB
-    model = onnx_ir.from_proto(convert_float_to_float16(str(src), keep_io_types=True))
+    model = onnx_ir.from_proto(convert_float_to_float16(
+        str(src), keep_io_types=fp32_io(onnx.load(str(src), load_external_data=False).graph)))
     model.graph.sort()
     onnx_files.save(onnx_ir.to_proto(model), dst)
     onnx.checker.check_model(str(dst))

@@ -54,9 +54,9 @@ def test_check_runs_every_part_on_the_cpu_provider(tiny_model_dir: Path, tmp_pat
     argv = ["--check", "--model-dir", str(tiny_model_dir), "--sentences", "8", "--threads", "1", "--max-rows", "4",
             "--max-slots", "16", "--out", str(tmp_path)]
     result = gpu_check.check(parse_args(argv), argv, gpu_check.CPU)
-    assert [c["graph"] for c in result["contract"]] == ["encoder fp32", "decoder fp32", "encoder fp16", "decoder fp16",
-                                                        "select (service-built)", "join (service-built)",
-                                                        "fit (service-built)"]
+    assert [c["graph"] for c in result["contract"]] == [
+        "encoder fp32", "decoder fp32", "encoder fp16", "decoder fp16",
+        *[f"{part} {p} (service-built)" for p in ("fp32", "fp16") for part in ("select", "join", "fit")]]
     assert all(c["missing"] == c["missing_optimized"] == c["shape_nodes"] == [] for c in result["contract"])
     assert all(s["nodes"] > 0 and s["off_provider"] == s["copies"] == [] for s in result["sessions"])
     assert {(s["precision"], s["rows"], s["slots"]) for s in result["steps"]} == {

@@ -71,9 +71,11 @@ def tiny_graphs(folder: Path) -> list[tuple[str, str, Path]]:
     return graphs(folder, ("fp32", "fp16"))
 
 
-def cache_graphs() -> dict[str, onnx.ModelProto]:
-    """The cache graphs as the service builds them for the shipped models' 3 layers (6 cache tensors)."""
-    return {part: onnx.load_from_string(graph) for part, graph in service_graphs(6).items()}
+def cache_graphs() -> list[tuple[str, onnx.ModelProto]]:
+    """The cache graphs as the service builds them for the shipped models' 3 layers (6 cache tensors), of fp32 and of
+    fp16 caches (an fp16 export's)."""
+    return [(part, onnx.load_from_string(graph)) for dtype in (TensorProto.FLOAT, TensorProto.FLOAT16)
+            for part, graph in service_graphs(6, dtype).items()]
 
 
 def test_every_node_of_the_tiny_models_graphs_has_a_cuda_kernel_as_exported_and_optimized(tiny_fp16_dir: Path,
@@ -99,7 +101,7 @@ def test_every_node_of_the_shipped_graphs_has_a_cuda_kernel_as_exported_and_opti
 
 
 def test_the_cache_graphs_have_cuda_kernels(table: KernelTable):
-    for name, model in cache_graphs().items():
+    for name, model in cache_graphs():
         assert missing(model, table) == [], name
 
 
@@ -108,7 +110,7 @@ def test_no_shape_is_computed_at_run_time_once_a_bucket_fixes_the_shapes(tiny_fp
     config = FolderConfig.load(tiny_fp16_dir).model
     models = [(part, as_gpu_loads(part, path)) for _, part, path in tiny_graphs(tiny_fp16_dir)]
     models += [(part, as_gpu_loads(part, path)) for folder in SHIPPED for _, part, path in graphs(folder, ("fp32",))]
-    models += list(cache_graphs().items())
+    models += cache_graphs()
     for part, model in models:
         fixed = fold_constants(fix_dims(model, graph_dims(part, bucket, config)))
         assert runtime_shape_nodes(fixed) == [], part

@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from bench.offline.gpu import with_fp16
-from bench.offline.gpu_check import Bucket, optimized_like_cuda, step_arrays
+from bench.offline.gpu_check import Bucket, as_inputs_of, optimized_like_cuda, step_arrays
 from core.folder import IR_VERSION, OPSET, FolderConfig, GraphIO
 from core.search import SearchOptions, search
 from service.engine import sessions
@@ -59,7 +59,7 @@ def test_the_fused_step_computes_what_the_exported_one_does(case: str, tiny_mode
     names = [x.name for x in exported.get_outputs()]
     for rows in (1, 16):
         arrays = step_arrays(Bucket(rows, 24, 16), config.model, np.random.default_rng(rows))
-        feeds = {**arrays, GraphIO.WIDTH: np.array([4], np.int64)}
+        feeds = as_inputs_of(exported, {**arrays, GraphIO.WIDTH: np.array([4], np.int64)})
         want, got = (dict(zip(names, session.run(names, feeds))) for session in (exported, fused))
         assert np.array_equal(got[GraphIO.TOP_TOKENS], want[GraphIO.TOP_TOKENS]), rows
         tolerance = 2e-2 if precision == "fp16" else 1e-4

@@ -23,7 +23,7 @@ import torch
 
 from core.corpus import load_test_set, multi30k_dir
 from core.folder import FolderConfig, GraphIO, cache_names
-from core.search import CACHE_SLOTS, SearchOptions, block_items, cache_slots, filled_order, pad_batch
+from core.search import CACHE_SLOTS, SearchOptions, block_items, cache_slots, filled_order, pad_batch, search
 from core.tokenizer import Tokenizer
 from export import onnx_files
 from export.__main__ import VARIANTS, export_model
@@ -36,8 +36,10 @@ from model.tokenizer import train_sentencepiece
 from model.train import batch_loss, collate, encode_pairs
 from model.transformer import Transformer, best_next_tokens
 from service.engine.cache_graphs import join_graph, select_graph
-from service.engine.decoder import KERNELS_FIRST_SLOTS
+from service.engine.decoder import KERNELS_FIRST_SLOTS, OrtDecoder
+from service.engine.graphed import BucketedDecoder, BucketStore
 from service.engine.kernels.graph import SLOT_ROWS
+from service.engine.sessions import ModelSessions
 from service.translator import Translator
 
 REPO = Path(__file__).resolve().parents[1]
@@ -531,6 +533,40 @@ def test_other_precisions_load_and_translate(exported: Exported, precision: str)
     assert [len(hyps) for hyps in got] == [1] * len(SENTENCES)
     assert all(isinstance(hyps[0].text, str) for hyps in got)
     assert len({hyps[0].text for hyps in got}) > 1
+
+
+def test_fp16_graphs_keep_their_caches_in_fp16_and_translate_as_graphs_that_cast_them(exported: Exported,
+                                                                                      tmp_path: Path):
+    """An fp16 export's caches are fp16 in and out, so that no step casts them (the engine keeps them in the type
+    the step reads); its other inputs and outputs stay fp32. Its translations, eager and in TRANSLATOR_CUDA_GRAPHS's
+    buckets, greedy and beam, are those of fp16 graphs that read and write fp32 caches (the export before), to the
+    bit: a value cast from fp16 to fp32 and back is the same value."""
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    config = FolderConfig.load(exported.directory)
+    for name in config.graphs["fp16"].values():
+        graph = onnx.load(str(exported.directory / name)).graph
+        types = {x.name: x.type.tensor_type.elem_type for x in [*graph.input, *graph.output]}
+        caches = {n for n in types if n.startswith((f"{GraphIO.CROSS}_", f"{GraphIO.SELF}_", f"{GraphIO.NEW_SELF}_"))}
+        assert caches and {types[n] for n in caches} == {onnx.TensorProto.FLOAT16}, name
+        assert onnx.TensorProto.FLOAT16 not in {types[n] for n in types if n not in caches}, name
+    casting = tmp_path / "casting"
+    shutil.copytree(exported.directory, casting)
+    for part, name in config.graphs["fp16"].items():
+        onnx.save(convert_float_to_float16(str(exported.directory / config.graphs["fp32"][part]), keep_io_types=True),
+                  str(casting / name))
+    sources = [ids + [exported.model.cfg.eos_id] for ids in exported.tokenizer.encode(SENTENCES[:6])]
+    found = {}
+    for folder in (exported.directory, casting):
+        model = ModelSessions(folder, "fp16", provider="cpu", threads=1, kernels=False)
+        for beam in (1, 3):
+            opts = SearchOptions(beam_size=beam, max_length=24)
+            found[folder, beam] = [search(OrtDecoder(model), sources, opts, model.model_config),
+                                   search(BucketedDecoder(model, BucketStore(model, model.decoder, capture=False)),
+                                          sources, opts, model.model_config)]
+        assert model.cache_type == (np.float16 if folder == exported.directory else np.float32)
+    for beam in (1, 3):
+        assert found[exported.directory, beam] == found[casting, beam], beam
 
 
 def test_large_graphs_keep_their_weights_beside_them_and_translate_alike(

@@ -42,19 +42,20 @@ from typing import TypeVar
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnx import TensorProto
 
 from bench.common.cli import command_line, settings_of
 from bench.common.defaults import REPO
 from bench.common.report import markdown_table, write_results
 from bench.offline.gpu import exit_without_gpu, gpu_environment, ort_engine, with_fp16
 from core.corpus import load_test_set
-from core.folder import FolderConfig, GraphIO, ModelConfig, cache_names
+from core.folder import FolderConfig, GraphIO, ModelConfig, cache_names, fp32_io
 from core.search import CACHE_SLOTS, SearchOptions
 from core.tokenizer import load_tokenizer
 from core.translate import source_ids
 from export.cuda_contract import KernelTable, fix_dims, fold_constants, missing, runtime_shape_nodes, value_shaped_nodes
 from service.engine.admission import Admission
-from service.engine.cache_graphs import fit_graph, join_graph, select_graph
+from service.engine.cache_graphs import NUMPY_TYPES, fit_graph, join_graph, select_graph
 from service.engine.cuda_step import with_skip_layer_norms
 from service.engine.graphed import BucketStore, Shape
 from service.engine.sessions import CPU_UNFUSED, ModelSessions, session_options
@@ -64,6 +65,7 @@ CUDA, CPU = "CUDAExecutionProvider", "CPUExecutionProvider"
 T = TypeVar("T")
 KERNEL_TABLE = REPO / "tests" / "data" / "ort-1.31-cuda-kernels.json"
 PRECISIONS = ["fp32", "fp16"]
+CACHE_TYPES = {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16}  # of each precision's caches (python -m export)
 COPIES = {"MemcpyToHost", "MemcpyFromHost"}
 # ONNX Runtime's graph transformers that rewrite only nodes placed on the CPU provider (its
 # onnxruntime/core/optimizer/graph_transformer_utils.cc): a CUDA session never applies them, so the CPU session
@@ -184,7 +186,8 @@ def contract(graphs: dict[str, dict[str, Path]], cfg: ModelConfig, grid: list[Bu
     """Per graph: the nodes without a CUDA kernel as exported and as optimized, and, over the buckets, the nodes that
     compute shapes at run time and those whose output shape follows an input's values."""
     found = []
-    cache_graphs = {part: onnx.load_from_string(graph) for part, graph in service_graphs(2 * cfg.n_layers).items()}
+    cache_graphs = {f"{part} {precision}": onnx.load_from_string(graph) for precision, dtype in CACHE_TYPES.items()
+                    for part, graph in service_graphs(2 * cfg.n_layers, dtype).items()}
     for name, model, optimized in [
         *[(f"{part} {precision}", as_gpu_loads(part, path),
            optimized_like_cuda(as_gpu_loads(part, graphs["fp32"][part]).SerializeToString(), precision == "fp16"))
@@ -228,7 +231,7 @@ def optimized_like_cuda(fp32_graph: Path | bytes, fp16: bool) -> onnx.ModelProto
         return model
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
-    return convert_float_to_float16(model, keep_io_types=True)
+    return convert_float_to_float16(model, keep_io_types=fp32_io(model.graph))
 
 
 def graph_dims(part: str, bucket: Bucket, cfg: ModelConfig) -> dict[str, int]:
@@ -244,10 +247,18 @@ def graph_dims(part: str, bucket: Bucket, cfg: ModelConfig) -> dict[str, int]:
     }[part]
 
 
-def service_graphs(caches: int) -> dict[str, bytes]:
-    """The cache graphs the service builds for a model of this many cache tensors (service.engine.cache_graphs)
-    and runs on the GPU: select and join (every decoder), fit (TRANSLATOR_CUDA_GRAPHS's buckets)."""
-    return {"select": select_graph(caches), "join": join_graph(caches), "fit": fit_graph(caches)}
+def service_graphs(caches: int, dtype: int = TensorProto.FLOAT) -> dict[str, bytes]:
+    """The cache graphs the service builds for a model of this many cache tensors of this type
+    (service.engine.cache_graphs) and runs on the GPU: select and join (every decoder), fit (TRANSLATOR_CUDA_GRAPHS's
+    buckets)."""
+    return {"select": select_graph(caches, dtype), "join": join_graph(caches, dtype),
+            "fit": fit_graph(caches, dtype)}
+
+
+def as_inputs_of(session: ort.InferenceSession, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The arrays in the types the session reads them (an fp16 graph's caches are fp16)."""
+    types = {x.name: NUMPY_TYPES[x.type] for x in session.get_inputs()}
+    return {name: array.astype(types[name], copy=False) if name in types else array for name, array in arrays.items()}
 
 
 # --- 2 and 3. where the real sessions run each node, ms per step, outputs against the CPU ---------------------------
@@ -302,11 +313,11 @@ def session_placement(graphs: dict[str, dict[str, Path]], stores: dict[str, Buck
     sessions, steps = [], []
     for precision in PRECISIONS:
         sources = {**{part: as_gpu_loads(part, path).SerializeToString() for part, path in graphs[precision].items()},
-                   **service_graphs(caches)}
+                   **service_graphs(caches, CACHE_TYPES[precision])}
         service = {part: session(graph, provider, threads, profile_dir=scratch) for part, graph in sources.items()}
         feeds = sample_feeds(sample, cfg, rng)
         for part, served in service.items():
-            outputs = served.run(None, feeds[part])
+            outputs = served.run(None, as_inputs_of(served, feeds[part]))
             compared = reference.get(part)
             sessions.append({
                 "graph": f"{part} {precision}", **placement(served, provider),
@@ -316,13 +327,13 @@ def session_placement(graphs: dict[str, dict[str, Path]], stores: dict[str, Buck
         for bucket in grid:
             started = time.perf_counter()
             steps.append({"precision": precision, **asdict(bucket), **bucket_step(
-                bucket, sources["decoder"], service, reference["decoder"], stores[precision], cfg, provider,
-                device, threads, scratch, rng)})
+                bucket, sources["decoder"], CACHE_TYPES[precision], service, reference["decoder"], stores[precision],
+                cfg, provider, device, threads, scratch, rng)})
             print(f"    {precision} {bucket}: {time.perf_counter() - started:.1f} s", flush=True)
     return sessions, steps
 
 
-def bucket_step(bucket: Bucket, decoder: bytes, service: dict[str, ort.InferenceSession],
+def bucket_step(bucket: Bucket, decoder: bytes, cache_type: int, service: dict[str, ort.InferenceSession],
                 cpu_decoder: ort.InferenceSession, store: BucketStore | None, cfg: ModelConfig, provider: str,
                 device: str, threads: int, scratch: Path, rng: np.random.Generator) -> dict:
     """One bucket: the decoder step and the beam reorder with the bucket's shapes fixed (where they run, ms per run),
@@ -330,15 +341,15 @@ def bucket_step(bucket: Bucket, decoder: bytes, service: dict[str, ort.Inference
     of TRANSLATOR_CUDA_GRAPHS (None where its capture was refused)."""
     arrays = step_arrays(bucket, cfg, rng)
     fixed_decoder = session(decoder, provider, threads, graph_dims("decoder", bucket, cfg), scratch)
-    fixed_select = session(select_graph(2 * cfg.n_layers), provider, threads, graph_dims("select", bucket, cfg),
-                           scratch)
+    fixed_select = session(select_graph(2 * cfg.n_layers, cache_type), provider, threads,
+                           graph_dims("select", bucket, cfg), scratch)
     cpu_tokens, cpu_logp = run_step(cpu_decoder, *step_binding(cpu_decoder, arrays, "cpu"))
     found = {}
     for name, decoder_session, select_session in [("fixed", fixed_decoder, fixed_select),
                                                    ("service", service["decoder"], service["select"])]:
-        binding, held = step_binding(decoder_session, arrays, device)
+        binding, held = step_binding(decoder_session, as_inputs_of(decoder_session, arrays), device)
         tokens, logp = run_step(decoder_session, binding, held)
-        reorder, _ = reorder_binding(select_session, arrays, device, rng)
+        reorder, _ = reorder_binding(select_session, as_inputs_of(decoder_session, arrays), device, rng)
         select_session.run_with_iobinding(reorder)
         if name == "fixed":
             found |= {"fixed_step": placement(decoder_session, provider),
@@ -362,7 +373,7 @@ def graphed_step(store: BucketStore, bucket: Bucket, arrays: dict[str, np.ndarra
     graphed = store.bucket(Shape(bucket.rows, bucket.slots, bucket.source))
     for prefix, values in ((GraphIO.SELF, graphed.self_sets[0]), (GraphIO.CROSS, graphed.cross_sets[0])):
         for name, value in zip(cache_names(prefix, cfg.n_layers), values):
-            value.update_inplace(arrays[name])
+            value.update_inplace(arrays[name].astype(store.model.cache_type, copy=False))
     graphed.write(arrays[GraphIO.TOKENS], arrays[GraphIO.POSITIONS], arrays[GraphIO.SRC_MASK])
     step = graphed.step(0, 0, WIDTH)
     milliseconds = ms_per_run(store.decoder, step.binding, step.run_options)  # a graph id's first runs capture it
@@ -425,7 +436,7 @@ def reorder_binding(select: ort.InferenceSession, arrays: dict[str, np.ndarray],
     caches = [arrays[name] for name in arrays if name.startswith(f"{GraphIO.SELF}_")]
     for i, array in enumerate(caches):
         held += [ort.OrtValue.ortvalue_from_numpy(array, device, 0),
-                 ort.OrtValue.ortvalue_from_shape_and_type(array.shape, np.float32, device, 0)]
+                 ort.OrtValue.ortvalue_from_shape_and_type(array.shape, array.dtype, device, 0)]
         binding.bind_ortvalue_input(f"x_{i}", held[-2])
         binding.bind_ortvalue_output(f"y_{i}", held[-1])
     binding.bind_cpu_input("rows", rng.permutation(len(caches[0])))

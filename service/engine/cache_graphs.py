@@ -17,6 +17,7 @@ Built here, for the number of cache tensors and their type, rather than stored i
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
@@ -27,6 +28,9 @@ from service.engine.kernels.graph import DOMAIN as KERNELS_DOMAIN
 # ended, which ONNX Runtime takes for Pad-18 alone, so a later opset's Pad would run on the CPU (export.cuda_contract)
 OPSET = 18
 SHAPE = ["N", "H", "L", "Dh"]
+# the NumPy types of the tensor types that ONNX Runtime names a graph's inputs by
+NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
+               "tensor(bool)": np.bool_}
 
 
 def select_graph(count: int, dtype: int = TensorProto.FLOAT) -> bytes:

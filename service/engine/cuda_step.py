@@ -30,6 +30,7 @@ from onnx import NodeProto, helper, shape_inference
 
 from core.folder import GraphIO
 from core.graph_edits import attribute_value
+from service.engine.cache_graphs import NUMPY_TYPES
 
 MS_DOMAIN = "com.microsoft"
 DEFAULT_EPSILON = 1e-5  # LayerNormalization's
@@ -126,9 +127,7 @@ def tensor_shapes(model: onnx.ModelProto) -> dict[str, list[int | str]]:
 def probe_feeds(session: ort.InferenceSession) -> dict[str, np.ndarray]:
     """Inputs of one row for a session of the step: every named dimension 1, zeros, a source mask of one real token
     and a width of 1."""
-    dtypes = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
-              "tensor(bool)": np.bool_}
-    feeds = {x.name: np.zeros([d if isinstance(d, int) else 1 for d in x.shape], dtypes[x.type])
+    feeds = {x.name: np.zeros([d if isinstance(d, int) else 1 for d in x.shape], NUMPY_TYPES[x.type])
              for x in session.get_inputs()}
     feeds[GraphIO.SRC_MASK][:] = True
     feeds[GraphIO.WIDTH][:] = 1

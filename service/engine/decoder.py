@@ -159,7 +159,7 @@ class OrtDecoder:
             self.cross_kv = self._join(self.cross_kv, cross_kv, length - src_mask.shape[1])
             self._replace(src_mask=np.concatenate([pad_columns(self.src_mask, length),
                                                    pad_columns(src_mask[rows], length)]))
-            new = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), np.float32)
+            new = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), t.cache_type)
             self._set_self_kv(self._join(self.self_kv, [new] * len(self.self_kv), self.slots))
         if t.kernels:  # a new sentence's rows read its first row's keys/values (rows: each new row's sentence)
             firsts = len(self.positions) + np.searchsorted(rows, rows)
@@ -177,7 +177,7 @@ class OrtDecoder:
         shape = (rows, cfg.n_heads, slots, cfg.d_head)
         if t.kernels:
             return [ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, t.device) for _ in t.self_names]
-        empty = np.zeros((*shape[:2], 0, shape[3]), np.float32)
+        empty = np.zeros((*shape[:2], 0, shape[3]), t.cache_type)
         return self._resize([empty] * len(t.self_names), slots)
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -236,7 +236,7 @@ class OrtDecoder:
         spare buffers, which then take the caches' place."""
         t = self.model
         if not self.spare:
-            self.spare = [ort.OrtValue.ortvalue_from_shape_and_type(v.shape(), np.float32, t.device)
+            self.spare = [ort.OrtValue.ortvalue_from_shape_and_type(v.shape(), t.cache_type, t.device)
                           for v in self.self_kv]
         _, binding = self.reorder_bindings.get(id(self.self_kv[0]), (None, None))
         if binding is None:
@@ -341,7 +341,7 @@ class OrtDecoder:
         """values (OrtValues, or NumPy arrays) padded with zeros or cut to `length` along axis 2: a join onto no
         rows, its pad negative to cut."""
         _, h, now, dh = values[0].shape() if isinstance(values[0], ort.OrtValue) else values[0].shape
-        none = np.zeros((0, h, length, dh), np.float32)
+        none = np.zeros((0, h, length, dh), self.model.cache_type)
         return self._join([none] * len(values), values, length - now)
 
     def _join(self, a: list, b: list, b_short: int) -> list[ort.OrtValue]:

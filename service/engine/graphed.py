@@ -83,9 +83,9 @@ def bucket_shape(rows: int, positions: int, source: int, max_len: int) -> Shape:
 
 
 def bucket_bytes(model: ModelSessions, shape: Shape) -> int:
-    """The memory of a bucket's caches: two sets of self-attention caches and two of cross-attention caches, fp32."""
+    """The memory of a bucket's caches: two sets of self-attention caches and two of cross-attention caches."""
     cfg = model.model_config
-    row_position = len(model.self_names) * cfg.n_heads * cfg.d_head * np.dtype(np.float32).itemsize
+    row_position = len(model.self_names) * cfg.n_heads * cfg.d_head * np.dtype(model.cache_type).itemsize
     return 2 * row_position * shape.rows * (shape.slots + shape.source)
 
 
@@ -109,7 +109,7 @@ class Bucket:
         cfg = model.model_config
 
         def zeros(length: int) -> ort.OrtValue:
-            array = np.zeros((shape.rows, cfg.n_heads, length, cfg.d_head), np.float32)
+            array = np.zeros((shape.rows, cfg.n_heads, length, cfg.d_head), model.cache_type)
             return ort.OrtValue.ortvalue_from_numpy(array, model.device, 0)
 
         self.self_sets = [[zeros(shape.slots) for _ in model.self_names] for _ in range(2)]

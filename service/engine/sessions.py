@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnxruntime as ort
+from onnx import helper
 
 from core.folder import FolderConfig, GraphIO
 from core.search import Hypothesis, SearchOptions, search
-from service.engine.cache_graphs import fit_graph, join_graph, move_graph, select_graph
+from service.engine.cache_graphs import NUMPY_TYPES, fit_graph, join_graph, move_graph, select_graph
 from service.engine.cuda_step import probe_feeds, with_skip_layer_norms
 from service.engine.decoder import OrtDecoder
 from service.engine.graphed import BucketStore, SwitchingDecoder, captured_store
@@ -147,8 +149,11 @@ class ModelSessions:
                              "no positions); export its model.pt again with `python -m export`")
         self.cross_names = names(self.encoder, GraphIO.CROSS, outputs=True)
         self.self_names = names(self.decoder, GraphIO.SELF)
-        self.select = self._session(select_graph(len(self.self_names)))
-        self.join = self._session(join_graph(len(self.self_names)))
+        # the caches' type: fp32, or fp16 in an fp16 export (an older one's fp16 graphs read and wrote fp32 caches)
+        self.cache_type = NUMPY_TYPES[next(x.type for x in self.decoder.get_inputs() if x.name == self.self_names[0])]
+        self.cache_tensor_type = helper.np_dtype_to_tensor_dtype(np.dtype(self.cache_type))
+        self.select = self._session(select_graph(len(self.self_names), self.cache_tensor_type))
+        self.join = self._session(join_graph(len(self.self_names), self.cache_tensor_type))
         self.new_self_names = names(self.decoder, GraphIO.NEW_SELF, outputs=True)
         # rows of the caches moved in place (our kernel, where the step runs ours), else None: the select graph
         self.move = self._session(move_graph(len(self.self_names)), self.kernel_options) if self.kernels else None
@@ -216,7 +221,7 @@ class ModelSessions:
     @cached_property
     def fit(self) -> ort.InferenceSession:
         """The cache graph that fits rows into a bucket (service.engine.graphed alone uses it)."""
-        return self._session(fit_graph(len(self.self_names)))
+        return self._session(fit_graph(len(self.self_names), self.cache_tensor_type))
 
     def graphed_decoder(self) -> ort.InferenceSession:
         """A decoder session whose steps ONNX Runtime's CUDA provider captures, one graph per gpu_graph_id."""
