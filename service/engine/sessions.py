@@ -201,14 +201,14 @@ class ModelSessions:
     def _gpu_decoder(self, graph: str) -> ort.InferenceSession:
         """The step with its residual sums fused, run once on one row; the step as exported where ONNX Runtime
         refuses it (the reason logged)."""
-        # the graph alone: a large model's weights stay in its external data, where ONNX Runtime reads them
-        fused = with_skip_layer_norms(onnx.load(str(self.model_dir / graph), load_external_data=False))
-        fused_graph = fused.SerializeToString()
         self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
         try:
+            # the graph alone: a large model's weights stay in its external data, where ONNX Runtime reads them
+            step = with_skip_layer_norms(onnx.load(str(self.model_dir / graph), load_external_data=False))
+            fused_graph = step.SerializeToString()
             session = self._session(fused_graph, self.step_options)
             session.run(None, probe_feeds(session))
-        except ORT_ERRORS as why:
+        except (*ORT_ERRORS, onnx.shape_inference.InferenceError) as why:
             log.warning("the decoder step runs as exported on the GPU, its residual sums unfused: %s", why)
             return self._session(graph, self.step_options)
         self.step_graph = fused_graph
