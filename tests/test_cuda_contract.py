@@ -27,7 +27,6 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from bench.offline.gpu import with_fp16
 from bench.offline.gpu_check import KERNEL_TABLE, Bucket, as_gpu_loads, graph_dims, optimized_like_cuda, service_graphs
 from core.folder import IR_VERSION, OPSET, FolderConfig
 from export.cuda_contract import (
@@ -53,12 +52,6 @@ KNOWN_VALUE_SHAPED = {"decoder": ["TopK top_k"], "join": ["Pad (unnamed)"] * 6, 
 @pytest.fixture(scope="module")
 def table() -> KernelTable:
     return KernelTable.load(KERNEL_TABLE)
-
-
-@pytest.fixture(scope="module")
-def tiny_fp16_dir(tiny_model_dir: Path, tmp_path_factory) -> Path:
-    """The tiny model folder with its fp16 graphs too (exported as `python -m export --variants fp32 fp16` does)."""
-    return with_fp16(tiny_model_dir, tmp_path_factory.mktemp("tiny-fp16"))
 
 
 def graphs(folder: Path, precisions: tuple[str, ...]) -> list[tuple[str, str, Path]]:

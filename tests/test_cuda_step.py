@@ -13,18 +13,16 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from bench.offline.gpu import with_fp16
-from bench.offline.gpu_check import Bucket, as_inputs_of, optimized_like_cuda, step_arrays
+from bench.offline.gpu_check import CPU, Bucket, as_inputs_of, optimized_like_cuda, session, step_arrays
 from core.folder import IR_VERSION, OPSET, FolderConfig, GraphIO
 from core.search import SearchOptions, search
 from service.engine import sessions
 from service.engine.cuda_step import with_skip_layer_norms
 from service.engine.decoder import OrtDecoder
-from service.engine.graphed import BucketedDecoder, BucketStore
+from service.engine.graphed import BucketedDecoder, BucketStore, tokens
 from service.engine.sessions import ModelSessions
 
 pytestmark = [
@@ -33,16 +31,6 @@ pytestmark = [
 ]
 
 SHIPPED_EN_DE = Path(__file__).resolve().parent.parent / "models" / "en-de"
-
-
-@pytest.fixture(scope="module")
-def tiny_fp16_dir(tiny_model_dir: Path, tmp_path_factory) -> Path:
-    return with_fp16(tiny_model_dir, tmp_path_factory.mktemp("tiny-fp16-step"))
-
-
-def cpu_session(model: onnx.ModelProto | Path) -> ort.InferenceSession:
-    graph = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    return ort.InferenceSession(graph, providers=["CPUExecutionProvider"])
 
 
 def counts(model: onnx.ModelProto) -> collections.Counter:
@@ -55,12 +43,13 @@ def test_the_fused_step_computes_what_the_exported_one_does(case: str, tiny_mode
     precision = case.split()[-1]
     config = FolderConfig.load(folder)
     path = folder / config.graphs[precision]["decoder"]
-    exported, fused = cpu_session(path), cpu_session(with_skip_layer_norms(onnx.load(path)))
+    exported, fused = (session(graph, CPU, threads=1)
+                       for graph in (path, with_skip_layer_norms(onnx.load(path)).SerializeToString()))
     names = [x.name for x in exported.get_outputs()]
     for rows in (1, 16):
         arrays = step_arrays(Bucket(rows, 24, 16), config.model, np.random.default_rng(rows))
         feeds = as_inputs_of(exported, {**arrays, GraphIO.WIDTH: np.array([4], np.int64)})
-        want, got = (dict(zip(names, session.run(names, feeds))) for session in (exported, fused))
+        want, got = (dict(zip(names, step.run(names, feeds))) for step in (exported, fused))
         assert np.array_equal(got[GraphIO.TOP_TOKENS], want[GraphIO.TOP_TOKENS]), rows
         tolerance = 2e-2 if precision == "fp16" else 1e-4
         for name in names:
@@ -122,12 +111,9 @@ def test_sums_it_cannot_fuse_are_left_and_a_sum_read_as_an_output_is_kept():
     fused = with_skip_layer_norms(onnx.load_from_string(summed.SerializeToString()))
     assert [list(n.output) for n in fused.graph.node] == [["y", "", "", "s"]]
     feeds = {name: np.random.default_rng(0).standard_normal((4, 8), dtype=np.float32) for name in ("x", "r")}
-    for want, got in zip(cpu_session(summed).run(None, feeds), cpu_session(fused).run(None, feeds)):
+    sessions_of = [session(model.SerializeToString(), CPU, threads=1) for model in (summed, fused)]
+    for want, got in zip(*(s.run(None, feeds) for s in sessions_of)):
         np.testing.assert_allclose(got, want, atol=1e-5)
-
-
-def hypotheses_tokens(hypotheses: list) -> list:
-    return [[h.tokens for h in hyps] for hyps in hypotheses]
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
@@ -144,8 +130,8 @@ def test_the_gpu_decoder_runs_the_rewritten_step_and_translates_as_the_exported_
     eager = search(OrtDecoder(model), sources, opts, model.model_config)
     bucketed = search(BucketedDecoder(model, BucketStore(model, model.decoder, capture=False)), sources, opts,
                       model.model_config)
-    assert hypotheses_tokens(eager) == hypotheses_tokens(exported)
-    assert hypotheses_tokens(bucketed) == hypotheses_tokens(exported)
+    assert tokens(eager) == tokens(exported)
+    assert tokens(bucketed) == tokens(exported)
 
 
 def test_the_gpu_decoder_falls_back_to_the_exported_step_where_onnx_runtime_refuses_the_fused_one(
