@@ -237,29 +237,24 @@ def folded_outputs(node: onnx.NodeProto, values: dict[str, np.ndarray], static: 
 
 
 def static_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
-    """The values whose shape onnx's shape inference (with data propagation) knows in full, and their shapes; past a
-    contrib operator of CONTRIB_SHAPES, its outputs' shapes given and the inference run again."""
-    given: dict[str, onnx.ValueInfoProto] = {}
-    while True:
-        with_given = onnx.ModelProto()
-        with_given.CopyFrom(model)
-        with_given.graph.value_info.extend(given.values())
-        graph = shape_inference.infer_shapes(with_given, data_prop=True).graph
-        shapes = {w.name: list(w.dims) for w in graph.initializer}
-        types = {}
-        for info in [*graph.input, *graph.value_info, *graph.output]:
-            tensor = info.type.tensor_type
-            types[info.name] = tensor.elem_type
-            if tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim):
-                shapes[info.name] = [d.dim_value for d in tensor.shape.dim]
-        more = {node.output[out]: onnx.helper.make_tensor_value_info(node.output[out], types[node.input[source]],
-                                                                     shapes[node.input[source]])
-                for node in graph.node for out, source in CONTRIB_SHAPES.get(node.op_type, {}).items()
-                if out < len(node.output) and node.output[out] and node.output[out] not in given
-                and node.input[source] in shapes}
-        if not more:
-            return shapes
-        given.update(more)
+    """The values whose shape onnx's shape inference (with data propagation) knows in full, and their shapes; each
+    contrib operator of CONTRIB_SHAPES read as the Identities of the inputs whose shapes its outputs have."""
+    readable = onnx.ModelProto()
+    readable.CopyFrom(model)
+    nodes = []
+    for node in readable.graph.node:
+        outputs = CONTRIB_SHAPES.get(node.op_type, {})
+        nodes += [onnx.helper.make_node("Identity", [node.input[source]], [node.output[out]])
+                  for out, source in outputs.items() if out < len(node.output) and node.output[out]] or [node]
+    del readable.graph.node[:]
+    readable.graph.node.extend(nodes)
+    graph = shape_inference.infer_shapes(readable, data_prop=True).graph
+    shapes = {w.name: list(w.dims) for w in graph.initializer}
+    for info in [*graph.input, *graph.value_info, *graph.output]:
+        tensor = info.type.tensor_type
+        if tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim):
+            shapes[info.name] = [d.dim_value for d in tensor.shape.dim]
+    return shapes
 
 
 def with_nodes(model: onnx.ModelProto, nodes: list[onnx.NodeProto], folded: dict[str, np.ndarray]) -> onnx.ModelProto:
