@@ -10,11 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import onnx
 import pytest
+from onnx import TensorProto
+from onnxruntime.transformers.float16 import convert_float_to_float16
 
 from bench.common.defaults import REPO
 from bench.offline import gpu_check, gpu_kernels
 from bench.offline.gpu import main, parse_args
+from core.folder import FolderConfig
 from service.settings import Settings
 
 pytestmark = [
@@ -137,3 +141,14 @@ def test_gpu_kernels_reads_the_busy_time_per_step_from_a_trace():
     assert [(t["name"], t["per_step"], t["us_each"]) for t in work["top"]] == [
         ("gemm", 1.0, 400.0), ("softmax", 0.5, 200.0), ("Memcpy DtoH", 0.5, 100.0)]
     assert gpu_kernels.run_shape("4x64") == (4, 64)
+
+
+def test_the_check_reads_each_folders_cache_type_as_the_service_does(tiny_fp16_dir: Path, tmp_path: Path):
+    """fp32 caches in an fp32 step, fp16 in an fp16 export's, fp32 in an fp16 step exported before the caches were
+    (its inputs and outputs all fp32): the check builds its cache graphs for the type the step reads."""
+    graphs = FolderConfig.load(tiny_fp16_dir).graphs
+    fp32 = tiny_fp16_dir / graphs["fp32"]["decoder"]
+    assert gpu_check.cache_tensor_type(fp32) == TensorProto.FLOAT
+    assert gpu_check.cache_tensor_type(tiny_fp16_dir / graphs["fp16"]["decoder"]) == TensorProto.FLOAT16
+    onnx.save(convert_float_to_float16(str(fp32), keep_io_types=True), str(tmp_path / "older.onnx"))
+    assert gpu_check.cache_tensor_type(tmp_path / "older.onnx") == TensorProto.FLOAT

@@ -65,7 +65,8 @@ CUDA, CPU = "CUDAExecutionProvider", "CPUExecutionProvider"
 T = TypeVar("T")
 KERNEL_TABLE = REPO / "tests" / "data" / "ort-1.31-cuda-kernels.json"
 PRECISIONS = ["fp32", "fp16"]
-CACHE_TYPES = {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16}  # of each precision's caches (python -m export)
+# the types of caches the service builds cache graphs for: fp32, and fp16 (an fp16 export's: core.folder.fp32_io)
+CACHE_TYPES = {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16}
 COPIES = {"MemcpyToHost", "MemcpyFromHost"}
 # ONNX Runtime's graph transformers that rewrite only nodes placed on the CPU provider (its
 # onnxruntime/core/optimizer/graph_transformer_utils.cc): a CUDA session never applies them, so the CPU session
@@ -255,6 +256,13 @@ def service_graphs(caches: int, dtype: int = TensorProto.FLOAT) -> dict[str, byt
             "fit": fit_graph(caches, dtype)}
 
 
+def cache_tensor_type(decoder: Path) -> int:
+    """The tensor type of a decoder step's caches, as the service reads it from the step (ModelSessions.cache_type):
+    fp32, or fp16 in an fp16 export (an fp16 folder exported before it kept them fp32)."""
+    inputs = onnx.load(str(decoder), load_external_data=False).graph.input
+    return next(x.type.tensor_type.elem_type for x in inputs if x.name.startswith(f"{GraphIO.SELF}_"))
+
+
 def as_inputs_of(session: ort.InferenceSession, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The arrays in the types the session reads them (an fp16 graph's caches are fp16)."""
     types = {x.name: NUMPY_TYPES[x.type] for x in session.get_inputs()}
@@ -312,8 +320,9 @@ def session_placement(graphs: dict[str, dict[str, Path]], stores: dict[str, Buck
     caches = 2 * cfg.n_layers
     sessions, steps = [], []
     for precision in PRECISIONS:
+        cache_type = cache_tensor_type(graphs[precision]["decoder"])
         sources = {**{part: as_gpu_loads(part, path).SerializeToString() for part, path in graphs[precision].items()},
-                   **service_graphs(caches, CACHE_TYPES[precision])}
+                   **service_graphs(caches, cache_type)}
         service = {part: session(graph, provider, threads, profile_dir=scratch) for part, graph in sources.items()}
         feeds = sample_feeds(sample, cfg, rng)
         for part, served in service.items():
@@ -327,7 +336,7 @@ def session_placement(graphs: dict[str, dict[str, Path]], stores: dict[str, Buck
         for bucket in grid:
             started = time.perf_counter()
             steps.append({"precision": precision, **asdict(bucket), **bucket_step(
-                bucket, sources["decoder"], CACHE_TYPES[precision], service, reference["decoder"], stores[precision],
+                bucket, sources["decoder"], cache_type, service, reference["decoder"], stores[precision],
                 cfg, provider, device, threads, scratch, rng)})
             print(f"    {precision} {bucket}: {time.perf_counter() - started:.1f} s", flush=True)
     return sessions, steps
