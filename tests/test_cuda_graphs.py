@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.search import Hypothesis, RunningBatch, SearchOptions, search
+from core.search import Hypothesis, RunningBatch, SearchOptions, pad_batch, search
 from service.engine import graphed
 from service.engine.decoder import OrtDecoder
 from service.engine.graphed import (
@@ -255,3 +255,65 @@ def test_padding_rows_change_no_real_row(model: ModelSessions):
     first = eager.step(np.array([1]), 4)
     np.testing.assert_array_equal(wide[0][:1], first[0])
     np.testing.assert_array_equal(ours.step(wide[0][:1, 0], 4)[0], eager.step(first[0][:, 0], 4)[0])
+
+
+def test_rows_that_leave_a_bucket_move_no_cache(model: ModelSessions, monkeypatch):
+    """Greedy sentences that end leave their places as padding: no cache is copied until the batch moves to a smaller
+    bucket, and sentences that join later take the freed places; translations as the eager decoder's."""
+    store = BucketStore(model, model.decoder, capture=False)
+    ours = BucketedDecoder(model, store)
+    copies, moves = [], []
+    gather, fill = BucketedDecoder._gather, BucketedDecoder._fill
+    monkeypatch.setattr(BucketedDecoder, "_gather", lambda self, *args: copies.append(args) or gather(self, *args))
+    monkeypatch.setattr(BucketedDecoder, "_fill", lambda self, shape, *args: moves.append(shape)
+                        or fill(self, shape, *args))
+    batches = [RunningBatch(ours, model.model_config), RunningBatch(OrtDecoder(model), model.model_config)]
+    opts = SearchOptions(max_length_extra=30)
+    first, later = sources(8, seed=21), sources(3, seed=22)
+    finished: list[dict] = [{}, {}]
+    holes = []
+    for batch, done in zip(batches, finished):
+        batch.add(first, [opts] * 8, list(range(8)))
+        joined = False
+        while len(batch):
+            if not joined and len(batch) in (5, 6):  # the bucket of 8 rows holds the joining sentences
+                joining = 8 - len(batch)
+                if batch.decoder is ours:
+                    holes.append(sorted(set(range(8)) - set(ours.places.tolist())))
+                    moved = len(moves)
+                batch.add(later[:joining], [opts] * joining, list(range(8, 8 + joining)))
+                if batch.decoder is ours:
+                    holes.append(sorted(ours.places[-joining:].tolist()))
+                    assert len(moves) == moved  # the same bucket
+                joined = True
+            done |= {s.key: s.result() for s in batch.step()}
+    assert sorted(finished[0]) == sorted(finished[1])
+    assert_same([finished[0][k] for k in sorted(finished[0])], [finished[1][k] for k in sorted(finished[1])])
+    assert not copies  # no beam: every row keeps its own caches
+    assert holes[1] == holes[0] != list(range(8 - len(holes[0]), 8))  # the joining rows in the places freed
+    rows = [shape.rows for shape in moves]  # a move when the slots grow, or the rows fit a smaller bucket
+    assert rows == sorted(rows, reverse=True) and rows[-1] == 1
+
+
+def test_a_beam_reorder_after_rows_left_gathers_from_their_places(model: ModelSessions):
+    """Rows at scattered places (a sentence left a hole), then a reorder in which a row takes another's caches: the
+    gather reads each row at its place, self and cross caches alike; the steps' outputs as the eager decoder's."""
+    ours = BucketedDecoder(model, BucketStore(model, model.decoder, capture=False))
+    eager = OrtDecoder(model)
+    src, mask = pad_batch(sources(3, seed=31), model.model_config.pad_id)
+    outputs = []
+    for decoder in (ours, eager):
+        decoder.add(src, mask, np.array([2, 1, 3]))  # rows: a a b c c c
+        steps = [decoder.step(np.ones(6, np.int64), 4)]
+        decoder.select(np.array([0, 1, 3, 4, 5]), np.array([0, 1, 3, 4, 5]))  # b leaves
+        steps.append(decoder.step(steps[-1][0][[0, 1, 3, 4, 5], 0], 4))
+        if decoder is ours:
+            assert ours.places.tolist() == [0, 1, 3, 4, 5] and ours.current.shape.rows == 8
+        decoder.select(np.array([1, 1, 3, 2, 4]), None)  # a's second row has two children; c's rows change places
+        steps.append(decoder.step(steps[-1][0][[1, 1, 3, 2, 4], 1], 4))
+        outputs.append(steps)
+        if decoder is ours:
+            assert ours.places.tolist() == [0, 1, 2, 3, 4] and ours.current.shape.rows == 8
+    for (ours_tokens, ours_logp), (eager_tokens, eager_logp) in zip(*outputs):
+        np.testing.assert_array_equal(ours_tokens, eager_tokens)
+        np.testing.assert_allclose(ours_logp, eager_logp, atol=1e-5)

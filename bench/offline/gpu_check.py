@@ -383,7 +383,7 @@ def graphed_step(store: BucketStore, bucket: Bucket, arrays: dict[str, np.ndarra
     for prefix, values in ((GraphIO.SELF, graphed.self_sets[0]), (GraphIO.CROSS, graphed.cross_sets[0])):
         for name, value in zip(cache_names(prefix, cfg.n_layers), values):
             value.update_inplace(arrays[name].astype(store.model.cache_type, copy=False))
-    graphed.write(arrays[GraphIO.TOKENS], arrays[GraphIO.POSITIONS], arrays[GraphIO.SRC_MASK])
+    graphed.write(arrays[GraphIO.TOKENS], arrays[GraphIO.POSITIONS], arrays[GraphIO.SRC_MASK], np.arange(bucket.rows))
     step = graphed.step(0, 0, WIDTH)
     milliseconds = ms_per_run(store.decoder, step.binding, step.run_options)  # a graph id's first runs capture it
     tokens = store.run(step)[0]

@@ -7,19 +7,23 @@ from FIRST_SLOTS (at most the model's max_len) and the source tokens to a power 
 buffers live as long as the model's sessions (BucketStore), so a graph captured over them stays valid from batch to
 batch: two sets of self-attention caches and two of cross-attention caches, and the step's inputs (tokens,
 positions, source mask) on the device, written in place before every step (OrtValue.update_inplace). A step binds
-one self set, one cross set and a top-k width: each such binding is one captured graph (its gpu_graph_id). The rows
-past the batch's are padding (token 0 at position 0, a source of one token); each row attends to its own caches
-only, so they change no real row, and their outputs are dropped.
+one self set, one cross set and a top-k width: each such binding is one captured graph (its gpu_graph_id). Each
+running row has a place, a row of the bucket (BucketedDecoder.places); the bucket's other rows are padding (token 0
+at position 0, a source of one token). Each row attends to its own caches only, so padding changes no real row,
+and its outputs are dropped.
 
 Where each write goes, so that no captured address ever changes:
 - the step writes its slot into the very buffers it reads (each cache output bound to its input's buffer, as
   service.engine.decoder does): ScatterND runs in place, and the graph replays on the same addresses;
-- a beam reorder, or sentences leaving, gathers the rows into the bucket's other set (a gather cannot run in place;
-  a copy back would cost a second one): the sets take turns, each pair of them its own graph;
-- a batch that outgrows its bucket or shrinks below it (rows, slots or source) is fitted into the new bucket's first
-  sets, one copy (the cache graph fit); the encoder keys/values of sentences that join are gathered with the running
-  rows' into the other cross set; their self-attention slots are not written at all (each is written by its row's
-  step before any step reads it).
+- rows that leave leave their places as they are, padding from then on, and the others keep theirs: sentences that
+  end move no cache (a greedy batch copies its caches only when it moves to another bucket);
+- a beam reorder in which a row takes another's caches (a beam with two children) gathers the rows into the
+  bucket's other set, at places 0, 1, ... (a gather cannot run in place; a copy back would cost a second one): the
+  sets take turns, each pair of them its own graph;
+- a batch that outgrows its bucket or shrinks to half of it (rows, slots or source) is fitted into the new bucket's
+  first sets, one copy (the cache graph fit); the encoder keys/values of sentences that join are gathered with the
+  running rows' into the other cross set, at the first places no running row holds; their self-attention slots are
+  not written at all (each is written by its row's step before any step reads it).
 Buckets pay at a few rows, where a step is mostly kernel launches, and not at many (BENCHMARKS.md): a running batch
 of more than TRANSLATOR_CUDA_GRAPHS_MAX_ROWS rows steps eagerly (SwitchingDecoder), and its caches move into a bucket
 once it has shrunk to half as many. The buckets' buffers stay as long as the sessions (a captured graph holds their
@@ -120,25 +124,26 @@ class Bucket:
         self.tokens = ort.OrtValue.ortvalue_from_numpy(np.zeros(shape.rows, np.int64), model.device, 0)
         self.positions = ort.OrtValue.ortvalue_from_numpy(np.zeros(shape.rows, np.int64), model.device, 0)
         self.src_mask = ort.OrtValue.ortvalue_from_numpy(np.zeros((shape.rows, shape.source), bool), model.device, 0)
-        self.written_mask: np.ndarray | None = None  # the batch's source mask that src_mask holds now
+        self.written: tuple[np.ndarray, np.ndarray] | None = None  # the source mask and places src_mask holds now
         self.steps: dict[tuple[int, int, int], StepBinding] = {}
 
-    def write(self, tokens: np.ndarray, positions: np.ndarray, src_mask: np.ndarray) -> None:
-        """The step's inputs into their buffers, the padding rows' (token 0 at position 0) after the batch's. The
-        source mask only when it is another array than the one written last: a decoder replaces its mask when rows
-        join or leave and never changes one in place, so most steps copy two small vectors alone."""
-        n = len(tokens)
+    def write(self, tokens: np.ndarray, positions: np.ndarray, src_mask: np.ndarray, places: np.ndarray) -> None:
+        """The step's inputs into their buffers, each row's at its place and the padding rows' (token 0 at position 0)
+        at the others. The source mask only when it or the places are other arrays than those written last: a
+        decoder replaces them when rows join or leave and never changes one in place, so most steps copy two small
+        vectors alone."""
         for host, value, device in ((self.host_tokens, tokens, self.tokens),
                                     (self.host_positions, positions, self.positions)):
-            host[:n], host[n:] = value, 0
+            host.fill(0)
+            host[places] = value
             device.update_inplace(host)
-        if src_mask is not self.written_mask:
-            length = src_mask.shape[1]
+        if self.written is None or src_mask is not self.written[0] or places is not self.written[1]:
             padded_mask = np.zeros((self.shape.rows, self.shape.source), bool)
-            padded_mask[:n, :length] = src_mask
-            padded_mask[n:, 0] = True  # a padding row attends to one source token: no row of -inf alone
+            padded_mask[:, 0] = True  # a padding row attends to one source token: no row of -inf alone
+            padded_mask[places, 0] = False
+            padded_mask[places, : src_mask.shape[1]] = src_mask
             self.src_mask.update_inplace(padded_mask)
-            self.written_mask = src_mask
+            self.written = src_mask, places
 
     def step(self, self_set: int, cross_set: int, width: int) -> StepBinding:
         """The step over these sets with this top-k width, bound the first time it is asked for."""
@@ -215,6 +220,7 @@ class BucketedDecoder:
     def _empty(self) -> None:
         self.positions = np.zeros(0, dtype=np.int64)  # each row's next position
         self.src_mask = np.zeros((0, 0), dtype=bool)  # cut to the longest source, as OrtDecoder's
+        self.places = np.zeros(0, dtype=np.int64)  # each row's row of the bucket, where its caches are
         self.current: Bucket | None = None  # the bucket the rows are in, and which of its sets hold them
         self.self_set = self.cross_set = 0
 
@@ -223,24 +229,25 @@ class BucketedDecoder:
         return bucket_shape(len(self.positions), int(self.positions.max()) + 1, self.src_mask.shape[1],
                             self.model.model_config.max_len)
 
-    def _move(self, shape: Shape, running: int) -> Bucket:
-        """The bucket of this shape, the first `running` rows of the current one fitted into its first sets."""
+    def _move(self, shape: Shape) -> Bucket:
+        """The bucket of this shape, the running rows (self.places) of the current one fitted into its first sets."""
         current = self.current
         if current is None:
-            return self._fill(shape, [], [], 0)
+            return self._fill(shape, [], [], self.places)
         if current.shape == shape:
             return current
-        return self._fill(shape, current.self_sets[self.self_set], current.cross_sets[self.cross_set], running)
+        return self._fill(shape, current.self_sets[self.self_set], current.cross_sets[self.cross_set], self.places)
 
-    def _fill(self, shape: Shape, self_kv: list[ort.OrtValue], cross_kv: list[ort.OrtValue], running: int) -> Bucket:
-        """The bucket of this shape made the current one, the first `running` rows of these caches fitted into its
-        first sets (one copy)."""
+    def _fill(self, shape: Shape, self_kv: list[ort.OrtValue], cross_kv: list[ort.OrtValue],
+              rows: np.ndarray) -> Bucket:
+        """The bucket of this shape made the current one, these rows of these caches fitted into its first sets (one
+        copy), at places 0, 1, ..."""
         into = self.store.bucket(shape)
-        if running:
-            rows = pad_rows(np.arange(running), shape.rows)
-            self._fit(self_kv, rows, shape.slots, into.self_sets[0])
-            self._fit(cross_kv, rows, shape.source, into.cross_sets[0])
+        if len(rows):
+            self._fit(self_kv, pad_rows(rows, shape.rows), shape.slots, into.self_sets[0])
+            self._fit(cross_kv, pad_rows(rows, shape.rows), shape.source, into.cross_sets[0])
         self.current, self.self_set, self.cross_set = into, 0, 0
+        self.places = np.arange(len(rows))
         return into
 
     def _fit(self, values: list[ort.OrtValue], rows: np.ndarray, length: int,
@@ -253,45 +260,48 @@ class BucketedDecoder:
         return run_graph(t, t.fit, "x", values, {"rows": rows, "pads": axis2_pads(length - now)}, into=into)
 
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
-        """The new rows after the running ones. Their encoder keys/values go into the bucket's other cross set with
-        the running rows' (one gather; a join first where rows are running). Their self-attention slots are left as
-        they are: a row at position p writes slot p before it reads slots 0..p, so no slot is read before this
-        sentence wrote it. (On one H200 the write of zeros there was a sixth of a lone sentence's time, BENCHMARKS.)"""
+        """The new rows after the running ones, at the first places no running row holds. Their encoder keys/values
+        go into the bucket's other cross set with the running rows' (one gather; a join first where rows are
+        running). Their self-attention slots are left as they are: a row at position p writes slot p before it reads
+        slots 0..p, so no slot is read before this sentence wrote it. (On one H200 the write of zeros there was a
+        sixth of a lone sentence's time, BENCHMARKS.)"""
         started = time.perf_counter()
         t = self.model
         cross_kv, rows = encode(t, src, src_mask, repeat)
-        running, new = len(self.positions), len(rows)
         length = max(self.src_mask.shape[1], src_mask.shape[1])
         self.src_mask = np.concatenate([pad_columns(self.src_mask, length), pad_columns(src_mask[rows], length)])
-        self.positions = np.concatenate([self.positions, np.zeros(new, dtype=np.int64)])
+        self.positions = np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)])
         shape = self._shape()
-        bucket = self._move(shape, running)
-        order = np.arange(new)
-        if running:  # the bucket's rows (running ones first), then the new ones, padded to its source
+        bucket = self._move(shape)
+        joining = free_places(self.places, len(rows), shape.rows)
+        if len(self.places):  # each place keeps its row, but the joining rows' places take the new ones
             cross_kv = run_graph(t, t.join, "a", bucket.cross_sets[self.cross_set],
                                  {"pads_b": axis2_pads(shape.source - src_mask.shape[1])}, second=("b", cross_kv))
-            order = np.concatenate([np.arange(running), shape.rows + order])
+            order = np.arange(shape.rows)
+            order[joining] = shape.rows + np.arange(len(rows))
+        else:
+            order = pad_rows(np.arange(len(rows)), shape.rows)
+        self.places = np.concatenate([self.places, joining])
         self.cross_set = 1 - self.cross_set
-        self._fit(cross_kv, pad_rows(order, shape.rows), shape.source, bucket.cross_sets[self.cross_set])
+        self._fit(cross_kv, order, shape.source, bucket.cross_sets[self.cross_set])
         self.encode_seconds += time.perf_counter() - started
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-        n = len(tokens)
-        bucket = self._move(self._shape(), n)
-        bucket.write(tokens, self.positions, self.src_mask)
+        bucket = self._move(self._shape())
+        bucket.write(tokens, self.positions, self.src_mask, self.places)
         step = bucket.step(self.self_set, self.cross_set, min(width, self.model.model_config.vocab_size))
         top_tokens, top_logp = self.store.run(step)
         self.positions += 1
         self.steps += 1
-        return top_tokens[:n].copy(), top_logp[:n].copy()
+        return top_tokens[self.places], top_logp[self.places]  # copies: the next step writes into these arrays
 
     def hand_over(self) -> RunningRows:
         """The running rows, out of their bucket (one copy), for another decoder to go on with; this one is left
         empty."""
-        rows, bucket = np.arange(len(self.positions)), self.current
+        bucket = self.current
         slots = cache_slots(int(self.positions.max()) + 1, self.model.model_config.max_len)
-        running = RunningRows(self._fit(bucket.self_sets[self.self_set], rows, slots, None),
-                              self._fit(bucket.cross_sets[self.cross_set], rows, self.src_mask.shape[1], None),
+        running = RunningRows(self._fit(bucket.self_sets[self.self_set], self.places, slots, None),
+                              self._fit(bucket.cross_sets[self.cross_set], self.places, self.src_mask.shape[1], None),
                               self.positions, self.src_mask)
         self._empty()
         return running
@@ -299,25 +309,40 @@ class BucketedDecoder:
     def take_over(self, rows: RunningRows) -> None:
         """Go on with rows another decoder ran, in place of none: fitted into their bucket (one copy)."""
         self.positions, self.src_mask = rows.positions.copy(), rows.src_mask
-        self._fill(self._shape(), rows.self_kv, rows.cross_kv, len(self.positions))
+        self._fill(self._shape(), rows.self_kv, rows.cross_kv, np.arange(len(self.positions)))
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
+        """Rows that each keep their own caches (sentences leaving, a reorder) keep their places; where some row
+        takes another's (a beam's two children), every row's caches are gathered into the bucket's other sets, at
+        places 0, 1, ..."""
         if not len(rows):
             self._empty()
             return
-        bucket = self.current
-        other = 1 - self.self_set
-        self._fit(bucket.self_sets[self.self_set], pad_rows(rows, bucket.shape.rows), bucket.shape.slots,
-                  bucket.self_sets[other])
-        self.self_set = other
+        if len(np.unique(rows)) == len(rows):  # a sentence's rows read the same encoder keys/values: any of them
+            self.places = self.places[rows]
+        else:
+            self._gather(rows, cross_rows)
         self.positions = self.positions[rows]
         if cross_rows is not None:
-            other = 1 - self.cross_set
-            self._fit(bucket.cross_sets[self.cross_set], pad_rows(cross_rows, bucket.shape.rows),
-                      bucket.shape.source, bucket.cross_sets[other])
-            self.cross_set = other
             mask = self.src_mask[cross_rows]
             self.src_mask = mask[:, : longest_source(mask)]
+
+    def _gather(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
+        """The self-attention caches of these rows into the other self set at places 0, 1, ..., and the encoder
+        keys/values each new row reads (cross_rows'; where none left, those at its place before) into the other
+        cross set, unless they are there already."""
+        bucket, size = self.current, self.current.shape.rows
+        other = 1 - self.self_set
+        self._fit(bucket.self_sets[self.self_set], pad_rows(self.places[rows], size), bucket.shape.slots,
+                  bucket.self_sets[other])
+        self.self_set = other
+        cross = self.places[np.arange(len(rows)) if cross_rows is None else cross_rows]
+        if (cross != np.arange(len(rows))).any():
+            other = 1 - self.cross_set
+            self._fit(bucket.cross_sets[self.cross_set], pad_rows(cross, size), bucket.shape.source,
+                      bucket.cross_sets[other])
+            self.cross_set = other
+        self.places = np.arange(len(rows))
 
 
 class SwitchingDecoder:
@@ -368,6 +393,13 @@ class SwitchingDecoder:
         if len(self.active.positions):
             other.take_over(self.active.hand_over())
         self.active = other
+
+
+def free_places(places: np.ndarray, count: int, size: int) -> np.ndarray:
+    """The first `count` rows of a bucket of `size` rows that are not among `places`."""
+    held = np.zeros(size, dtype=bool)
+    held[places] = True
+    return np.flatnonzero(~held)[:count]
 
 
 def pad_rows(rows: np.ndarray, size: int) -> np.ndarray:
