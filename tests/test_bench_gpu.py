@@ -70,6 +70,10 @@ def test_check_runs_every_part_on_the_cpu_provider(tiny_model_dir: Path, tmp_pat
         assert step["fixed_step"]["off_provider"] == [] and not graphed["captured"]
         assert step["service_ms_per_step"] > 0 and step["fixed_ms_per_reorder"] > 0 and graphed["ms_per_step"] > 0
         assert graphed["top1_same_as_eager"] == 1.0
+        encoder = step["encoder_captured_vs_eager"]  # the bucket's sentences padded to 16 tokens, as the eager's
+        assert not encoder["captured"] and encoder["ms_per_run"] > 0 and encoder["eager_ms_per_run"] > 0
+        tolerance = 1e-5 if step["precision"] == "fp32" else gpu_check.ENCODER_TOLERANCE
+        assert encoder["max_abs_diff_vs_eager"] <= tolerance
         if step["precision"] == "fp32":
             assert step["service_top1_same_as_cpu"] == step["fixed_top1_same_as_cpu"] == 1.0
             assert graphed["top1_same_as_cpu"] == 1.0
@@ -80,8 +84,8 @@ def test_check_runs_every_part_on_the_cpu_provider(tiny_model_dir: Path, tmp_pat
                and r["ms_outside_steps_per_sentence"] > 0 for r in result["runs"])
     # every part ran; on the CPU provider nothing is off it, and nothing is captured
     assert result["errors"] == {}
-    assert [v["met"] for v in result["verdicts"][:7]] == [True] * 6 + [False]
-    assert len(result["verdicts"]) == 7 + len(result["goals"])
+    assert [v["met"] for v in result["verdicts"][:8]] == [True] * 6 + [False, False]
+    assert len(result["verdicts"]) == 8 + len(result["goals"])
     assert json.loads((tmp_path / "gpu-check.json").read_text())["goals"] == result["goals"]
     assert "not captured (CPU provider)" in (tmp_path / "gpu-check.md").read_text()
 

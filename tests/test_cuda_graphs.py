@@ -22,6 +22,8 @@ from service.engine.graphed import (
     bucket_bytes,
     bucket_shape,
     bucket_size,
+    encoder_key,
+    row_position_bytes,
     tokens,
 )
 from service.engine.sessions import ModelSessions
@@ -59,14 +61,16 @@ def test_bucket_sizes():
     assert [bucket_size(n, 32, 100) for n in (1, 32, 33, 65, 99)] == [32, 32, 64, 100, 100]
 
 
+@pytest.mark.parametrize("encoder", ["eager", "buckets"])
 @pytest.mark.parametrize("beam_size", [1, 4])
 @pytest.mark.parametrize("count", [1, 3, 9])
-def test_translations_are_the_eager_decoders(model: ModelSessions, beam_size: int, count: int):
+def test_translations_are_the_eager_decoders(model: ModelSessions, beam_size: int, count: int, encoder: str):
     """Sentences end at different steps (rows leave mid-batch, the row bucket shrinks) and run past FIRST_SLOTS
-    positions (the slot bucket grows): every hypothesis and score as the eager decoder's."""
+    positions (the slot bucket grows): every hypothesis and score as the eager decoder's, with the sentences encoded
+    eagerly or in encoder buckets (padded rows and source)."""
     batch = sources(count, seed=count)
     opts = SearchOptions(beam_size=beam_size, n_best=beam_size, max_length_extra=40)
-    store = BucketStore(model, model.decoder, capture=False)
+    store = BucketStore(model, model.decoder, capture=False, encoder=model.encoder if encoder == "buckets" else None)
     ours, eager = BucketedDecoder(model, store), OrtDecoder(model)
     assert_same(search(ours, batch, opts, model.model_config), search(eager, batch, opts, model.model_config))
     assert ours.steps == eager.steps > FIRST_SLOTS
@@ -76,10 +80,11 @@ def test_translations_are_the_eager_decoders(model: ModelSessions, beam_size: in
         assert len({shape.rows for shape in store.buckets}) > 1  # rows left: a smaller bucket
 
 
-def test_joins_and_removals_mid_batch_are_the_eager_decoders(model: ModelSessions):
+@pytest.mark.parametrize("encoder", ["eager", "buckets"])
+def test_joins_and_removals_mid_batch_are_the_eager_decoders(model: ModelSessions, encoder: str):
     """A running batch that sentences join (longer sources than those running: the source bucket grows) and that
     the caller removes sentences from, of mixed beam sizes, step by step as the eager decoder's."""
-    store = BucketStore(model, model.decoder, capture=False)
+    store = BucketStore(model, model.decoder, capture=False, encoder=model.encoder if encoder == "buckets" else None)
     batches = [RunningBatch(BucketedDecoder(model, store), model.model_config),
                RunningBatch(OrtDecoder(model), model.model_config)]
     short, long = sources(3, seed=1), [[*range(4, 30), 2], [*range(30, 70), 2]]
@@ -101,6 +106,8 @@ def test_joins_and_removals_mid_batch_are_the_eager_decoders(model: ModelSession
     assert_same([finished[0][key] for key in finished[1]], list(finished[1].values()))
     assert set(finished[0]) == {"a", "b", "c", "d", "e", "f"}
     assert len({shape.source for shape in store.buckets}) > 1
+    if encoder == "buckets":  # (rows, source): 3 sentences of up to 24 tokens, then 2 of 27 and 41, then 1 short
+        assert set(store.encoder_buckets) == {(4, 32), (2, 64), (1, 16)}
 
 
 def test_the_most_rows_setting_bounds_the_model_decoders(tiny_model_dir: Path):
@@ -161,6 +168,20 @@ def test_a_batch_whose_bucket_the_budget_cannot_afford_steps_eagerly(model: Mode
     assert_same([finished[key] for key in range(3)], search(OrtDecoder(model), batch, opts, model.model_config))
     assert moves == [switching.bucketed, switching.eager]
     assert list(store.buckets) == [first] and store.bytes == store.budget
+
+
+def test_encoder_buckets_count_in_the_budget_and_encode_eagerly_beyond_it(model: ModelSessions):
+    """A budget that holds the batch's bucket alone: its sentences are encoded eagerly; one that holds the encoder
+    bucket too: in it. Translations as the eager decoder's either way, and the bytes within the budget."""
+    batch, opts, cfg = sources(3, seed=3), SearchOptions(max_length=8), model.model_config
+    longest = max(map(len, batch))
+    first, key = bucket_shape(len(batch), 1, longest, cfg.max_len), encoder_key(model, len(batch), longest)
+    for extra, made in ((0, []), (row_position_bytes(model) * key[0] * key[1], [key])):
+        store = BucketStore(model, model.decoder, capture=False, budget=bucket_bytes(model, first) + extra,
+                            encoder=model.encoder)
+        ours = search(BucketedDecoder(model, store), batch, opts, cfg)
+        assert_same(ours, search(OrtDecoder(model), batch, opts, cfg))
+        assert list(store.encoder_buckets) == made and store.bytes == store.budget
 
 
 def test_a_buckets_bytes_are_its_caches(model: ModelSessions):
@@ -226,6 +247,45 @@ def test_a_refused_capture_logs_why_and_the_eager_decoder_runs(model: ModelSessi
         "decoder runs"]
 
 
+def test_an_encoder_that_cannot_be_captured_runs_eagerly_beside_captured_steps(model: ModelSessions, monkeypatch,
+                                                                             caplog):
+    """The encoder's capture refused: one logged line, and the steps still run in buckets."""
+    def refuse() -> None:
+        raise RuntimeError("a node on the CPU")
+
+    monkeypatch.setattr(model, "on_gpu", True)
+    monkeypatch.setattr(model, "graphed_decoder", lambda: model.decoder)
+    monkeypatch.setattr(model, "graphed_encoder", refuse)
+    with caplog.at_level(logging.INFO, logger=graphed.__name__):
+        store = graphed.captured_store(model)
+    assert store is not None and store.encoder is None and store.capture
+    assert [r.getMessage() for r in caplog.records] == [
+        "TRANSLATOR_CUDA_GRAPHS: the encoder runs eagerly, its capture refused (a node on the CPU)",
+        "TRANSLATOR_CUDA_GRAPHS: the decoder step runs in CUDA graphs, one per bucket; the encoder eagerly"]
+
+
+def test_a_captured_encoder_that_translates_otherwise_is_refused(model: ModelSessions, monkeypatch, caplog):
+    """An encoder whose buckets give other keys/values than the eager encoder's is not used; the steps' buckets
+    are."""
+    monkeypatch.setattr(model, "on_gpu", True)
+    monkeypatch.setattr(model, "graphed_decoder", lambda: model.decoder)
+    monkeypatch.setattr(model, "graphed_encoder", lambda: model.encoder)
+    right, rng = graphed.EncoderBucket.run, np.random.default_rng(0)
+
+    def wrong(bucket, encoder, src, src_mask):
+        keys_values = right(bucket, encoder, src, src_mask)
+        for value in keys_values:  # not the keys/values of this source
+            value.update_inplace(rng.normal(0, 100, value.shape()).astype(np.float32))
+        return keys_values
+
+    monkeypatch.setattr(graphed.EncoderBucket, "run", wrong)
+    with caplog.at_level(logging.INFO, logger=graphed.__name__):
+        store = graphed.captured_store(model)
+    assert store is not None and store.encoder is None and not store.encoder_buckets
+    assert "the captured encoder translates otherwise than the eager one" in caplog.records[0].getMessage()
+    assert caplog.records[-1].getMessage().endswith("the encoder eagerly")
+
+
 def test_a_probe_that_translates_otherwise_is_refused(model: ModelSessions, monkeypatch, caplog):
     """A store whose steps give other outputs than the eager decoder's is not used."""
     monkeypatch.setattr(model, "on_gpu", True)
@@ -240,6 +300,20 @@ def test_a_probe_that_translates_otherwise_is_refused(model: ModelSessions, monk
     with caplog.at_level(logging.WARNING, logger=graphed.__name__):
         assert graphed.captured_store(model) is None
     assert "translates otherwise than the eager one" in caplog.records[0].getMessage()
+
+
+def test_an_encoder_bucket_pads_rows_and_source_and_changes_no_real_row(model: ModelSessions):
+    """Three sentences of up to 11 tokens in an encoder bucket of 4 rows and 16 tokens: each sentence's keys/values
+    at its real tokens as the eager encoder's."""
+    store = BucketStore(model, model.decoder, capture=False, encoder=model.encoder)
+    src, mask = pad_batch([[*range(5, 15), 2], [7, 8, 2], [9] * 6 + [2]], model.model_config.pad_id)
+    bucketed = [v.numpy() for v in store.encode(src, mask)]
+    eager = [v.numpy() for v in graphed.encode(model, src, mask, np.ones(3, np.int64))[0]]
+    assert list(store.encoder_buckets) == [(4, 16)]
+    for ours, theirs in zip(bucketed, eager):
+        assert ours.shape[0] == 4 and ours.shape[2] == 16
+        for row, length in enumerate(mask.sum(axis=1)):
+            np.testing.assert_allclose(ours[row, :, :length], theirs[row, :, :length], atol=1e-5)
 
 
 def test_padding_rows_change_no_real_row(model: ModelSessions):

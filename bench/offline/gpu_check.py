@@ -78,6 +78,7 @@ CPU_ONLY_TRANSFORMERS = [
 ]
 WIDTH = 8  # the top-k of a bucket's step: beam 4 asks for 2 x 4 (greedy for 1)
 WARM_RUNS, TIMED_RUNS = 3, 20
+ENCODER_TOLERANCE = 1e-2  # the captured encoder's keys/values against the eager one's (fp16 included)
 BIG_BATCH_COPIES = 4  # the largest greedy run: one batch of the test set this many times over
 
 
@@ -307,7 +308,7 @@ def graph_store(folder: Path, precision: str, provider: str, threads: int) -> Bu
     reason logged), uncaptured on the CPU provider (with the step as exported, as a GPU runs it)."""
     on_gpu = provider == CUDA
     model = ModelSessions(folder, precision, "cuda" if on_gpu else "cpu", threads, cuda_graphs=on_gpu, kernels=False)
-    return model.buckets if on_gpu else BucketStore(model, model.decoder, capture=False)
+    return model.buckets if on_gpu else BucketStore(model, model.decoder, capture=False, encoder=model.encoder)
 
 
 def session_placement(graphs: dict[str, dict[str, Path]], stores: dict[str, BucketStore | None], cfg: ModelConfig,
@@ -372,6 +373,8 @@ def bucket_step(bucket: Bucket, decoder: bytes, cache_type: int, service: dict[s
     eager_tokens = tokens  # the service's step, the last one run
     found["captured_vs_eager"] = None if store is None else graphed_step(store, bucket, arrays, eager_tokens,
                                                                           cpu_tokens, cfg)
+    found["encoder_captured_vs_eager"] = None if store is None or store.encoder is None else graphed_encoder(
+        store, bucket, service["encoder"], cfg, device, rng)
     return found
 
 
@@ -390,6 +393,29 @@ def graphed_step(store: BucketStore, bucket: Bucket, arrays: dict[str, np.ndarra
     return {"captured": store.capture, "ms_per_step": milliseconds,
             "top1_same_as_eager": float(np.mean(tokens[:, 0] == eager_tokens[:, 0])),
             "top1_same_as_cpu": float(np.mean(tokens[:, 0] == cpu_tokens[:, 0]))}
+
+
+def graphed_encoder(store: BucketStore, bucket: Bucket, eager: ort.InferenceSession, cfg: ModelConfig, device: str,
+                    rng: np.random.Generator) -> dict:
+    """The encoder as service.engine.graphed runs it for the bucket's rows of sentences of its source tokens (an
+    encoder bucket, rows and source padded to powers of two): whether captured, ms per run against the service's
+    eager session's on the same sentences, and the largest difference of their keys/values at real tokens."""
+    mask = np.arange(bucket.source) < rng.integers(1, bucket.source + 1, bucket.rows)[:, None]
+    src = np.where(mask, rng.integers(4, cfg.vocab_size, mask.shape), cfg.pad_id)
+    graphed = store.encoder_bucket(*src.shape)
+    ours = [v.numpy()[: bucket.rows, :, : bucket.source] for v in graphed.run(store.encoder, src, mask)]
+    milliseconds = ms_per_run(store.encoder, graphed.binding, graphed.run_options)
+    binding = eager.io_binding()
+    binding.bind_cpu_input(GraphIO.SRC, src)
+    binding.bind_cpu_input(GraphIO.SRC_MASK, mask)
+    for name in store.model.cross_names:
+        binding.bind_output(name, device)
+    eager_milliseconds = ms_per_run(eager, binding)
+    real = mask[:, None, :, None]
+    diff = max(float(np.abs(np.where(real, a.astype(np.float32) - b.numpy().astype(np.float32), 0)).max())
+               for a, b in zip(ours, binding.get_outputs()))
+    return {"captured": store.capture, "ms_per_run": milliseconds, "eager_ms_per_run": eager_milliseconds,
+            "max_abs_diff_vs_eager": diff}
 
 
 def step_arrays(bucket: Bucket, cfg: ModelConfig, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -586,6 +612,11 @@ def verdicts(result: dict) -> list[dict]:
         ("CUDA graphs: every bucket's step captured, its top-1 the eager step's in >= 99 % of rows",
          steps is not None and all(s["captured_vs_eager"] and s["captured_vs_eager"]["captured"]
                                    and s["captured_vs_eager"]["top1_same_as_eager"] >= 0.99 for s in steps)),
+        (f"CUDA graphs: every bucket's encoder run captured, its keys/values the eager encoder's within "
+         f"{ENCODER_TOLERANCE:g}",
+         steps is not None and all(s["encoder_captured_vs_eager"] and s["encoder_captured_vs_eager"]["captured"]
+                                   and s["encoder_captured_vs_eager"]["max_abs_diff_vs_eager"] <= ENCODER_TOLERANCE
+                                   for s in steps)),
     ]
     checks += [(f"{g['engine']} {g['goal']} >= {g['want']:,}", g["met"]) for g in result.get("goals", [])]
     return [{"check": check, "met": met} for check, met in checks]
@@ -623,7 +654,8 @@ def markdown(result: dict) -> str:
             markdown_table(["precision", "rows", "slots", "source", "fixed: step off the GPU / copies",
                             "fixed: reorder off the GPU / copies", "ms per step: service / fixed",
                             "ms per reorder: service / fixed", "top-1 same as CPU: service / fixed",
-                            "max abs diff of top-1 log-prob: service / fixed", "captured vs eager"],
+                            "max abs diff of top-1 log-prob: service / fixed", "captured vs eager",
+                            "encoder: captured vs eager"],
                            [[s["precision"], s["rows"], s["slots"], s["source"],
                              f"{len(s['fixed_step']['off_provider'])} / {len(s['fixed_step']['copies'])}",
                              f"{len(s['fixed_reorder']['off_provider'])} / {len(s['fixed_reorder']['copies'])}",
@@ -631,7 +663,7 @@ def markdown(result: dict) -> str:
                              f"{s['service_ms_per_reorder']:.3f} / {s['fixed_ms_per_reorder']:.3f}",
                              f"{100 * s['service_top1_same_as_cpu']:.1f} / {100 * s['fixed_top1_same_as_cpu']:.1f} %",
                              f"{s['service_top1_max_abs_diff']:.2g} / {s['fixed_top1_max_abs_diff']:.2g}",
-                             captured_cell(s)] for s in result["steps"]]),
+                             captured_cell(s), encoder_cell(s)] for s in result["steps"]]),
         ]
     if "goals" in result:
         lines += [
@@ -660,6 +692,16 @@ def captured_cell(step: dict) -> str:
     how = "captured" if graphed["captured"] else "not captured (CPU provider)"
     return (f"{how}: {graphed['ms_per_step']:.3f} vs {step['service_ms_per_step']:.3f} ms; top-1 same as eager "
             f"{100 * graphed['top1_same_as_eager']:.1f} %, as CPU {100 * graphed['top1_same_as_cpu']:.1f} %")
+
+
+def encoder_cell(step: dict) -> str:
+    """A table cell: the encoder bucket of TRANSLATOR_CUDA_GRAPHS against the service's eager encoder."""
+    graphed = step["encoder_captured_vs_eager"]
+    if graphed is None:
+        return "capture refused (the reason is logged)"
+    how = "captured" if graphed["captured"] else "not captured (CPU provider)"
+    return (f"{how}: {graphed['ms_per_run']:.3f} vs {graphed['eager_ms_per_run']:.3f} ms; max abs diff "
+            f"{graphed['max_abs_diff_vs_eager']:.2g}")
 
 
 def listed(items: list[str]) -> str:

@@ -24,11 +24,16 @@ Where each write goes, so that no captured address ever changes:
   first sets, one copy (the cache graph fit); the encoder keys/values of sentences that join are gathered with the
   running rows' into the other cross set, at the first places no running row holds; their self-attention slots are
   not written at all (each is written by its row's step before any step reads it).
+Sentences that join are encoded in buckets as well (EncoderBucket: the sentences rounded up to a power of two, their
+tokens as the source above; captured as the steps are, or run eagerly where ONNX Runtime refuses, the reason
+logged): the keys/values it writes are gathered into the decoder's bucket, each beam's row from its sentence's,
+before the next sentence joins. On one H200 the eager encoder took 1.0-1.1 ms a lone sentence (BENCHMARKS.md),
+where 250 sentences/s allow 4 ms in all.
 Buckets pay at a few rows, where a step is mostly kernel launches, and not at many (BENCHMARKS.md): a running batch
 of more than TRANSLATOR_CUDA_GRAPHS_MAX_ROWS rows steps eagerly (SwitchingDecoder), and its caches move into a bucket
 once it has shrunk to half as many. The buckets' buffers stay as long as the sessions (a captured graph holds their
 addresses), so the store has a budget (TRANSLATOR_CUDA_GRAPHS_MEMORY_MB): a batch whose bucket is not made yet and
-would not fit in it steps eagerly too.
+would not fit in it steps eagerly too, and sentences whose encoder bucket would not fit are encoded eagerly.
 On the CPU provider the same buckets, buffers and bindings run, with no capture asked for: the tests check there that
 the translations are those of service.engine.decoder's eager path. One running batch at a time uses a model's store
 (the engine runs one per model).
@@ -86,11 +91,20 @@ def bucket_shape(rows: int, positions: int, source: int, max_len: int) -> Shape:
     return Shape(bucket_size(rows), bucket_size(positions, FIRST_SLOTS, max_len), bucket_size(source, FIRST_SOURCE))
 
 
+def row_position_bytes(model: ModelSessions) -> int:
+    """The memory of one row's keys and values at one position, every layer's."""
+    cfg = model.model_config
+    return len(model.self_names) * cfg.n_heads * cfg.d_head * np.dtype(model.cache_type).itemsize
+
+
 def bucket_bytes(model: ModelSessions, shape: Shape) -> int:
     """The memory of a bucket's caches: two sets of self-attention caches and two of cross-attention caches."""
-    cfg = model.model_config
-    row_position = len(model.self_names) * cfg.n_heads * cfg.d_head * np.dtype(model.cache_type).itemsize
-    return 2 * row_position * shape.rows * (shape.slots + shape.source)
+    return 2 * row_position_bytes(model) * shape.rows * (shape.slots + shape.source)
+
+
+def encoder_key(model: ModelSessions, sentences: int, source: int) -> tuple[int, int]:
+    """The rows and source tokens of the encoder bucket of this many sentences of this many tokens."""
+    return bucket_size(sentences), bucket_size(source, FIRST_SOURCE, model.model_config.max_len)
 
 
 @dataclass
@@ -153,23 +167,94 @@ class Bucket:
         return self.steps[key]
 
 
+class EncoderBucket:
+    """The encoder over sentences padded to a fixed number of rows and source tokens, every input and output at an
+    address of its own, so that its run can be captured: the encoder keys/values it writes are read (fitted into a
+    bucket) before the next run. A padding row is a source of one token; a row's padded tokens are masked."""
+
+    def __init__(self, store: BucketStore, rows: int, source: int):
+        model = store.model
+        cfg = model.model_config
+        self.pad_id = cfg.pad_id
+        self.host_src = np.zeros((rows, source), np.int64)
+        self.host_mask = np.zeros((rows, source), bool)
+        self.src = ort.OrtValue.ortvalue_from_numpy(np.zeros((rows, source), np.int64), model.device, 0)
+        self.src_mask = ort.OrtValue.ortvalue_from_numpy(np.zeros((rows, source), bool), model.device, 0)
+        self.cross_kv = [ort.OrtValue.ortvalue_from_shape_and_type((rows, cfg.n_heads, source, cfg.d_head),
+                                                                   model.cache_type, model.device, 0)
+                         for _ in model.cross_names]
+        self.binding = store.encoder.io_binding()
+        self.binding.bind_ortvalue_input(GraphIO.SRC, self.src)
+        self.binding.bind_ortvalue_input(GraphIO.SRC_MASK, self.src_mask)
+        for name, value in zip(model.cross_names, self.cross_kv):
+            self.binding.bind_ortvalue_output(name, value)
+        self.run_options = store.graph_options()
+
+    def run(self, encoder: ort.InferenceSession, src: np.ndarray, src_mask: np.ndarray) -> list[ort.OrtValue]:
+        """The encoder keys/values of sentences src (N, S), one row each, in this bucket's rows and source tokens."""
+        n, length = src.shape
+        self.host_src.fill(self.pad_id)
+        self.host_src[:n, :length] = src
+        self.host_mask.fill(False)
+        self.host_mask[:n, :length] = src_mask
+        self.host_mask[n:, 0] = True
+        self.src.update_inplace(self.host_src)
+        self.src_mask.update_inplace(self.host_mask)
+        encoder.run_with_iobinding(self.binding, self.run_options)
+        return self.cross_kv
+
+
 class BucketStore:
     """A model's buckets, made as batches need them and kept with their bindings (and captured graphs), within a
-    budget of bytes for their caches (None: no bound)."""
+    budget of bytes for their caches (None: no bound). With an encoder session, sentences that join are encoded in
+    buckets too (EncoderBucket); without, eagerly."""
 
-    def __init__(self, model: ModelSessions, decoder: ort.InferenceSession, capture: bool, budget: int | None = None):
+    def __init__(self, model: ModelSessions, decoder: ort.InferenceSession, capture: bool, budget: int | None = None,
+                 encoder: ort.InferenceSession | None = None):
         if model.kernels:  # never so in the service: our kernels are the CPU provider's, buckets the CUDA one's
             raise ValueError("buckets run the decoder step as exported; this model's step runs our kernels, whose "
                              "caches' rows are read through a slot table that buckets do not keep")
         self.model, self.decoder, self.capture, self.budget = model, decoder, capture, budget
+        self.encoder = encoder
         self.buckets: dict[Shape, Bucket] = {}
-        self.bytes = 0  # of the buckets' caches
+        self.encoder_buckets: dict[tuple[int, int], EncoderBucket] = {}  # by rows and source tokens
+        self.bytes = 0  # of the buckets' caches and the encoder buckets' keys/values
         self.graphs = 0  # gpu_graph_ids given so far
+
+    def graph_options(self) -> ort.RunOptions | None:
+        """The run options that name a graph of its own (a gpu_graph_id) when capturing, else None."""
+        if not self.capture:
+            return None
+        options = ort.RunOptions()
+        options.add_run_config_entry("gpu_graph_id", str(self.graphs))
+        self.graphs += 1
+        return options
+
+    def encode(self, src: np.ndarray, src_mask: np.ndarray) -> list[ort.OrtValue]:
+        """The encoder keys/values of sentences src (N, S), one row each: in an encoder bucket (rows and source
+        tokens padded, as long as the next encode) where the store has an encoder session and the bucket is made or
+        fits in the budget, else eagerly."""
+        key = encoder_key(self.model, *src.shape)
+        if self.encoder is None or not self._fits(key in self.encoder_buckets, row_position_bytes(self.model) *
+                                                  key[0] * key[1]):
+            return encode(self.model, src, src_mask, np.ones(len(src), np.int64))[0]
+        return self.encoder_bucket(*src.shape).run(self.encoder, src, src_mask)
+
+    def encoder_bucket(self, sentences: int, source: int) -> EncoderBucket:
+        """The encoder bucket of this many sentences of this many tokens, made the first time it is asked for (its
+        keys/values counted in the store's bytes)."""
+        key = encoder_key(self.model, sentences, source)
+        if key not in self.encoder_buckets:
+            self.encoder_buckets[key] = EncoderBucket(self, *key)
+            self.bytes += row_position_bytes(self.model) * key[0] * key[1]
+        return self.encoder_buckets[key]
 
     def affords(self, shape: Shape) -> bool:
         """Whether the bucket of this shape is made, or fits in what is left of the budget."""
-        return (shape in self.buckets or self.budget is None
-                or self.bytes + bucket_bytes(self.model, shape) <= self.budget)
+        return self._fits(shape in self.buckets, bucket_bytes(self.model, shape))
+
+    def _fits(self, made: bool, size: int) -> bool:
+        return made or self.budget is None or self.bytes + size <= self.budget
 
     def bucket(self, shape: Shape) -> Bucket:
         if shape not in self.buckets:
@@ -195,12 +280,7 @@ class BucketStore:
         top_logp = ort.OrtValue.ortvalue_from_shape_and_type([rows, width], np.float32, model.device, 0)
         binding.bind_ortvalue_output(GraphIO.TOP_TOKENS, top_tokens)
         binding.bind_ortvalue_output(GraphIO.TOP_LOGP, top_logp)
-        options = None
-        if self.capture:
-            options = ort.RunOptions()
-            options.add_run_config_entry("gpu_graph_id", str(self.graphs))
-            self.graphs += 1
-        return StepBinding(binding, top_tokens, top_logp, options)
+        return StepBinding(binding, top_tokens, top_logp, self.graph_options())
 
     def run(self, step: StepBinding) -> tuple[np.ndarray, np.ndarray]:
         """Run a bound step: the top tokens and log-probabilities of every row of its bucket."""
@@ -209,7 +289,7 @@ class BucketStore:
 
 
 class BucketedDecoder:
-    """A decoder (core.search.Decoder) over a BucketStore: the running rows first in their bucket's buffers."""
+    """A decoder (core.search.Decoder) over a BucketStore: each running row at its place in its bucket's buffers."""
 
     def __init__(self, model: ModelSessions, store: BucketStore):
         self.model, self.store = model, store
@@ -267,20 +347,21 @@ class BucketedDecoder:
         sixth of a lone sentence's time, BENCHMARKS.)"""
         started = time.perf_counter()
         t = self.model
-        cross_kv, rows = encode(t, src, src_mask, repeat)
+        rows = np.repeat(np.arange(len(src)), repeat)  # each new row's sentence, its row of cross_kv below
         length = max(self.src_mask.shape[1], src_mask.shape[1])
         self.src_mask = np.concatenate([pad_columns(self.src_mask, length), pad_columns(src_mask[rows], length)])
         self.positions = np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)])
         shape = self._shape()
-        bucket = self._move(shape)
+        bucket = self._move(shape)  # before the encoder bucket: what the budget leaves goes to the steps first
+        cross_kv = self.store.encode(src, src_mask)  # a row per sentence
         joining = free_places(self.places, len(rows), shape.rows)
         if len(self.places):  # each place keeps its row, but the joining rows' places take the new ones
             cross_kv = run_graph(t, t.join, "a", bucket.cross_sets[self.cross_set],
-                                 {"pads_b": axis2_pads(shape.source - src_mask.shape[1])}, second=("b", cross_kv))
+                                 {"pads_b": axis2_pads(shape.source - cross_kv[0].shape()[2])}, second=("b", cross_kv))
             order = np.arange(shape.rows)
-            order[joining] = shape.rows + np.arange(len(rows))
+            order[joining] = shape.rows + rows
         else:
-            order = pad_rows(np.arange(len(rows)), shape.rows)
+            order = pad_rows(rows, shape.rows)
         self.places = np.concatenate([self.places, joining])
         self.cross_set = 1 - self.cross_set
         self._fit(cross_kv, order, shape.source, bucket.cross_sets[self.cross_set])
@@ -410,26 +491,39 @@ def pad_rows(rows: np.ndarray, size: int) -> np.ndarray:
 
 
 def captured_store(model: ModelSessions) -> BucketStore | None:
-    """The store whose steps ONNX Runtime captures in CUDA graphs, or None, its reason logged, where it cannot:
-    not on the CUDA provider, a session that refuses capture, or a probe translation that differs from the eager
-    decoder's."""
+    """The store whose steps (and, where it can, encoder runs) ONNX Runtime captures in CUDA graphs, or None, its
+    reason logged, where it cannot: not on the CUDA provider, a session that refuses capture, or a probe translation
+    that differs from the eager decoder's. An encoder that cannot be captured runs eagerly, its reason logged."""
     if not model.on_gpu:
         log.info("TRANSLATOR_CUDA_GRAPHS: not used, ONNX Runtime runs on %s (CUDA graphs need the CUDA provider); "
                  "the eager decoder runs", model.provider)
         return None
     try:
         store = BucketStore(model, model.graphed_decoder(), capture=True, budget=model.cuda_graphs_memory)
-        probe = [[*range(4, min(model.model_config.vocab_size, 10)), model.model_config.eos_id]]
-        opts = SearchOptions(max_length=4)
-        eager = tokens(search(OrtDecoder(model), probe, opts, model.model_config))
-        for _ in range(PROBE_RUNS):
-            if tokens(search(BucketedDecoder(model, store), probe, opts, model.model_config)) != eager:
-                raise RuntimeError("the captured step translates otherwise than the eager one")
+        probe(model, store, "the captured step translates otherwise than the eager one")
     except Exception as error:  # noqa: BLE001 - ONNX Runtime refuses with plain RuntimeErrors of many kinds
         log.warning("TRANSLATOR_CUDA_GRAPHS: not used, capture refused (%s); the eager decoder runs", error)
         return None
-    log.info("TRANSLATOR_CUDA_GRAPHS: the decoder step runs in CUDA graphs, one per bucket")
+    try:
+        store.encoder = model.graphed_encoder()
+        probe(model, store, "the captured encoder translates otherwise than the eager one")
+    except Exception as error:  # noqa: BLE001 - as above
+        log.warning("TRANSLATOR_CUDA_GRAPHS: the encoder runs eagerly, its capture refused (%s)", error)
+        store.encoder, store.encoder_buckets = None, {}
+    log.info("TRANSLATOR_CUDA_GRAPHS: the decoder step runs in CUDA graphs, one per bucket; the encoder %s",
+             "too" if store.encoder is not None else "eagerly")
     return store
+
+
+def probe(model: ModelSessions, store: BucketStore, otherwise: str) -> None:
+    """Translate a probe sentence in the store's buckets (often enough to capture them) as the eager decoder does,
+    or raise RuntimeError(otherwise)."""
+    sentence = [[*range(4, min(model.model_config.vocab_size, 10)), model.model_config.eos_id]]
+    opts = SearchOptions(max_length=4)
+    eager = tokens(search(OrtDecoder(model), sentence, opts, model.model_config))
+    for _ in range(PROBE_RUNS):
+        if tokens(search(BucketedDecoder(model, store), sentence, opts, model.model_config)) != eager:
+            raise RuntimeError(otherwise)
 
 
 def tokens(hypotheses: list[list[Hypothesis]]) -> list[list[list[int]]]:

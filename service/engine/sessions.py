@@ -227,6 +227,10 @@ class ModelSessions:
         """A decoder session whose steps ONNX Runtime's CUDA provider captures, one graph per gpu_graph_id."""
         return self._session(self.step_graph, self.step_options, {"enable_cuda_graph": "1"})
 
+    def graphed_encoder(self) -> ort.InferenceSession:
+        """An encoder session whose runs ONNX Runtime's CUDA provider captures, one graph per gpu_graph_id."""
+        return self._session(self.config.graphs[self.precision]["encoder"], cuda_options={"enable_cuda_graph": "1"})
+
     def new_decoder(self) -> OrtDecoder | SwitchingDecoder:
         """An empty decoder for a running batch (core.search.RunningBatch)."""
         if self.buckets is None:
