@@ -113,6 +113,22 @@ def test_check_reports_a_part_that_fails_and_runs_the_others(tiny_model_dir: Pat
     assert "## Part 2, 3: sessions and buckets: failed" in report and "## 4. Goals" in report
 
 
+def test_the_goals_run_a_cuda_graph_translator_for_each_most_rows_asked_for(tiny_model_dir: Path, monkeypatch):
+    """--graphs-max-rows 256 4096: on a GPU, the goal runs' CUDA-graph translators are one per precision and value,
+    named by it; the eager ones as ever."""
+    asked = {}
+    monkeypatch.setattr(gpu_check, "translator_runs", lambda name, translator, *args: asked.update({name: translator})
+                        or [])
+    sources = [[5, 6, 2], [7, 2]]
+    gpu_check.goal_runs(tiny_model_dir, "cuda", 1, sources, {}, [256, 4096])
+    assert asked == {"ort-cuda-fp32": ("fp32", None), "ort-cuda-fp16": ("fp16", None),
+                     "ort-cuda-fp32-graphs-rows256": ("fp32", 256), "ort-cuda-fp16-graphs-rows256": ("fp16", 256),
+                     "ort-cuda-fp32-graphs-rows4096": ("fp32", 4096), "ort-cuda-fp16-graphs-rows4096": ("fp16", 4096)}
+    asked.clear()
+    gpu_check.goal_runs(tiny_model_dir, "cuda", 1, sources, {}, [256])
+    assert set(asked) == {"ort-cuda-fp32", "ort-cuda-fp16", "ort-cuda-fp32-graphs", "ort-cuda-fp16-graphs"}
+
+
 def test_buckets_span_the_engines_rows_and_cache_slots():
     assert gpu_check.by_fours(1, 576) == [1, 4, 16, 64, 256, 576]
     assert gpu_check.buckets(4, 512, 250)[-1] == gpu_check.Bucket(rows=4, slots=512, source=250)

@@ -50,15 +50,16 @@ Run = tuple[list[list[int]], float, int, float]
 Engine = Callable[[list[list[int]], SearchOptions, int], Run]
 
 
-def ort_engine(folder: Path, precision: str, provider: str, threads: int,
-               cuda_graphs: bool = False) -> tuple[Engine, str]:
+def ort_engine(folder: Path, precision: str, provider: str, threads: int, cuda_graphs: bool = False,
+               cuda_graphs_max_rows: int | None = None) -> tuple[Engine, str]:
     """A Translator as an Engine, and the provider it really runs on; with CUDA graphs, the buckets' budget and most
-    rows as the environment's TRANSLATOR_ settings say."""
+    rows as the environment's TRANSLATOR_ settings say (the most rows as told, where told)."""
     from service.translator import Translator
 
     s = Settings()
     translator = Translator(folder, precision=precision, provider=provider, threads=threads, cuda_graphs=cuda_graphs,
-                            cuda_graphs_memory_mb=s.cuda_graphs_memory_mb, cuda_graphs_max_rows=s.cuda_graphs_max_rows)
+                            cuda_graphs_memory_mb=s.cuda_graphs_memory_mb,
+                            cuda_graphs_max_rows=cuda_graphs_max_rows or s.cuda_graphs_max_rows)
 
     def run(sources: list[list[int]], opts: SearchOptions, batch_size: int) -> Run:
         outputs, steps, step_seconds, started = [], 0, 0.0, time.perf_counter()
@@ -176,6 +177,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="instead: the GPU path's checks and goals (bench.offline.gpu_check); exits 2 without a GPU")
     p.add_argument("--max-rows", type=int, help="--check: the most decoder rows of a bucket (default: the engine's)")
     p.add_argument("--max-slots", type=int, help="--check: the most cache slots of a bucket (default: max_len)")
+    p.add_argument("--graphs-max-rows", type=int, nargs="+",
+                   help="--check: the goals' CUDA-graph translators, one per TRANSLATOR_CUDA_GRAPHS_MAX_ROWS given "
+                        "(default: the setting's alone)")
     return p.parse_args(argv)
 
 

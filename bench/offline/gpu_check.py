@@ -113,7 +113,8 @@ def check(args: argparse.Namespace, argv: list[str] | None, provider: str) -> di
         result = {
             "command": command_line("bench.offline.gpu", argv), "environment": gpu_environment(), "device": device,
             "settings": settings_of(args), "kernel_table": table.source, "buckets": [asdict(b) for b in grid],
-            "cuda_graphs": {"memory_mb": settings.cuda_graphs_memory_mb, "max_rows": settings.cuda_graphs_max_rows},
+            "cuda_graphs": {"memory_mb": settings.cuda_graphs_memory_mb,
+                            "max_rows": args.graphs_max_rows or [settings.cuda_graphs_max_rows]},
             "errors": {},
         }
 
@@ -126,7 +127,7 @@ def check(args: argparse.Namespace, argv: list[str] | None, provider: str) -> di
             texts, _ = load_test_set()
             tokenizer = load_tokenizer(folder, config.tokenizer, cfg.case_tags)
             sources = sorted(source_ids(tokenizer, cfg, texts[: args.sentences]), key=len)
-            runs = goal_runs(folder, device, args.threads, sources, result["errors"])
+            runs = goal_runs(folder, device, args.threads, sources, result["errors"], result["cuda_graphs"]["max_rows"])
             return {"sentences": len(sources), "runs": runs, "goals": goals(runs)}
 
         for name, compute in [("2, 3: sessions and buckets", placement_and_buckets), ("4: goals", translations),
@@ -529,19 +530,22 @@ def run_sources(sources: list[list[int]], batch_size: int) -> list[list[int]]:
     return sources * max(1, batch_size // len(sources))
 
 
-def goal_runs(folder: Path, device: str, threads: int, sources: list[list[int]], errors: dict[str, str]) -> list[dict]:
+def goal_runs(folder: Path, device: str, threads: int, sources: list[list[int]], errors: dict[str, str],
+              graphs_max_rows: list[int]) -> list[dict]:
     """Every goal run (goal_run_shapes) of the device's fp32 and fp16 translators, eager and, on the GPU, with
-    TRANSLATOR_CUDA_GRAPHS, with the share of outputs identical to the CPU provider's fp32 translations of the same
-    batches. Each run goes twice through the sentences: the first pass meets every shape for the first time (CUDA
-    graphs are captured then), the second is the steady state a running server sees, and the figures the goals
-    read. A translator that fails is left out, its error in `errors`."""
+    TRANSLATOR_CUDA_GRAPHS (one translator for each of graphs_max_rows, TRANSLATOR_CUDA_GRAPHS_MAX_ROWS values; a
+    name says its value where several are run), with the share of outputs identical to the CPU provider's fp32
+    translations of the same batches. Each run goes twice through the sentences: the first pass meets every shape
+    for the first time (CUDA graphs are captured then), the second is the steady state a running server sees, and
+    the figures the goals read. A translator that fails is left out, its error in `errors`."""
     reference = ort_engine(folder, "fp32", "cpu", threads)[0]
     expected = {(beam, batch_size): reference(run_sources(sources, batch_size), SearchOptions(beam_size=beam),
                                               batch_size)[0]
                 for beam, batch_size in goal_run_shapes(len(sources))}
-    translators = {f"ort-{device}-{p}": (p, False) for p in PRECISIONS}
+    translators: dict[str, tuple[str, int | None]] = {f"ort-{device}-{p}": (p, None) for p in PRECISIONS}
     if device == "cuda":
-        translators |= {f"ort-cuda-{p}-graphs": (p, True) for p in PRECISIONS}
+        translators |= {f"ort-cuda-{p}-graphs" + (f"-rows{rows}" if len(graphs_max_rows) > 1 else ""): (p, rows)
+                        for rows in graphs_max_rows for p in PRECISIONS}
     runs = []
     for name, translator in translators.items():
         runs += attempt(errors, f"4: {name}", translator_runs, name, translator, folder, device, threads, sources,
@@ -549,12 +553,13 @@ def goal_runs(folder: Path, device: str, threads: int, sources: list[list[int]],
     return runs
 
 
-def translator_runs(name: str, translator: tuple[str, bool], folder: Path, device: str, threads: int,
+def translator_runs(name: str, translator: tuple[str, int | None], folder: Path, device: str, threads: int,
                     sources: list[list[int]], expected: dict[tuple[int, int], list[list[int]]]) -> list[dict]:
-    """The goal runs of one translator (its precision, and whether with CUDA graphs): two passes over the sentences
-    each (goal_runs), against the expected outputs."""
-    precision, cuda_graphs = translator
-    engine, runs = ort_engine(folder, precision, device, threads, cuda_graphs)[0], []
+    """The goal runs of one translator (its precision, and its TRANSLATOR_CUDA_GRAPHS_MAX_ROWS with CUDA graphs,
+    None without): two passes over the sentences each (goal_runs), against the expected outputs."""
+    precision, graphs_max_rows = translator
+    engine = ort_engine(folder, precision, device, threads, graphs_max_rows is not None, graphs_max_rows)[0]
+    runs = []
     for (beam, batch_size), wanted in expected.items():
         opts, run = SearchOptions(beam_size=beam), run_sources(sources, batch_size)
         first_seconds = engine(run, opts, batch_size)[1]
@@ -630,7 +635,7 @@ def markdown(result: dict) -> str:
         f"`{result['command']}`\n",
         f"Device: {result['device']} ({env.get('gpu') or env['cpu']}); {result['seconds']:.0f} s in all. Kernel table: "
         f"{result['kernel_table']['url']}. The CUDA-graph translators: TRANSLATOR_CUDA_GRAPHS_MAX_ROWS "
-        f"{result['cuda_graphs']['max_rows']}, TRANSLATOR_CUDA_GRAPHS_MEMORY_MB "
+        f"{', '.join(map(str, result['cuda_graphs']['max_rows']))}, TRANSLATOR_CUDA_GRAPHS_MEMORY_MB "
         f"{result['cuda_graphs']['memory_mb']}.\n",
         markdown_table(["check", "met"], [[v["check"], "yes" if v["met"] else "NO"] for v in result["verdicts"]]),
     ]
