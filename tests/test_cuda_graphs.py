@@ -282,6 +282,7 @@ def test_a_captured_encoder_that_translates_otherwise_is_refused(model: ModelSes
     with caplog.at_level(logging.INFO, logger=graphed.__name__):
         store = graphed.captured_store(model)
     assert store is not None and store.encoder is None and not store.encoder_buckets
+    assert store.bytes == sum(bucket_bytes(model, shape) for shape in store.buckets)  # the encoder's buckets gone
     assert "the captured encoder translates otherwise than the eager one" in caplog.records[0].getMessage()
     assert caplog.records[-1].getMessage().endswith("the encoder eagerly")
 

@@ -154,7 +154,6 @@ class Bucket:
         if self.written is None or src_mask is not self.written[0] or places is not self.written[1]:
             padded_mask = np.zeros((self.shape.rows, self.shape.source), bool)
             padded_mask[:, 0] = True  # a padding row attends to one source token: no row of -inf alone
-            padded_mask[places, 0] = False
             padded_mask[places, : src_mask.shape[1]] = src_mask
             self.src_mask.update_inplace(padded_mask)
             self.written = src_mask, places
@@ -239,6 +238,11 @@ class BucketStore:
                                                   key[0] * key[1]):
             return encode(self.model, src, src_mask, np.ones(len(src), np.int64))[0]
         return self.encoder_bucket(*src.shape).run(self.encoder, src, src_mask)
+
+    def encode_eagerly(self) -> None:
+        """No encoder buckets from now on: those made go, and their bytes with them."""
+        self.bytes -= sum(row_position_bytes(self.model) * rows * source for rows, source in self.encoder_buckets)
+        self.encoder, self.encoder_buckets = None, {}
 
     def encoder_bucket(self, sentences: int, source: int) -> EncoderBucket:
         """The encoder bucket of this many sentences of this many tokens, made the first time it is asked for (its
@@ -509,7 +513,7 @@ def captured_store(model: ModelSessions) -> BucketStore | None:
         probe(model, store, "the captured encoder translates otherwise than the eager one")
     except Exception as error:  # noqa: BLE001 - as above
         log.warning("TRANSLATOR_CUDA_GRAPHS: the encoder runs eagerly, its capture refused (%s)", error)
-        store.encoder, store.encoder_buckets = None, {}
+        store.encode_eagerly()
     log.info("TRANSLATOR_CUDA_GRAPHS: the decoder step runs in CUDA graphs, one per bucket; the encoder %s",
              "too" if store.encoder is not None else "eagerly")
     return store
