@@ -64,7 +64,8 @@ class Settings(BaseSettings):
     )
     cuda_graphs: bool = Field(
         True, description="on the CUDA provider, run the decoder step in buckets of fixed shapes, each captured in a "
-        "CUDA graph and replayed (service/engine/graphed.py); elsewhere, or where ONNX Runtime refuses the capture, "
+        "CUDA graph and replayed, and encode joining sentences in buckets captured the same way "
+        "(service/engine/graphed.py); elsewhere, or where ONNX Runtime refuses the capture, "
         "the reason is logged and the usual decoder runs; a running batch of more than "
         "`TRANSLATOR_CUDA_GRAPHS_MAX_ROWS` rows steps eagerly. On one H200, fp32: 2.15× the eager decoder's speed at "
         "batch 1, 1.20–1.42× at batch 64 to 1024 and beam 4; fp16 "
@@ -72,10 +73,11 @@ class Settings(BaseSettings):
     )
     cuda_graphs_memory_mb: int = Field(
         CUDA_GRAPHS_MEMORY_MB, ge=0, description="with `TRANSLATOR_CUDA_GRAPHS`, the most GPU memory its buckets' "
-        "caches take, per model (they stay as long as the model: a captured graph holds their addresses); a batch "
-        "whose bucket is not made yet and would not fit steps eagerly. Every bucket of a shipped model would take 10.8 "
-        "GiB; the GPU check's runs over the test set kept 378 MiB of buckets with at most 64 rows in them, 1.6 GiB "
-        "with 256 (`TRANSLATOR_CUDA_GRAPHS_MAX_ROWS`)"
+        "caches and its encoder buckets' outputs take, per model (they stay as long as the model: a captured graph "
+        "holds their addresses); a batch whose bucket is not made yet and would not fit steps eagerly, sentences whose "
+        "encoder bucket would not fit are encoded eagerly. Every bucket of a shipped model would take 10.8 GiB; the GPU "
+        "check's runs over the test set kept 378 MiB of buckets with at most 64 rows in them, 1.6 GiB with 256 "
+        "(`TRANSLATOR_CUDA_GRAPHS_MAX_ROWS`), 1.8 GiB with the encoder's buckets since (counted on the CPU provider)"
     )
     cuda_graphs_max_rows: int = Field(
         CUDA_GRAPHS_MAX_ROWS, ge=1, description="with `TRANSLATOR_CUDA_GRAPHS`, the most rows (sentences × beams) a "
