@@ -74,9 +74,9 @@ class Settings(BaseSettings):
     cuda_graphs_memory_mb: int = Field(
         CUDA_GRAPHS_MEMORY_MB, ge=0, description="with `TRANSLATOR_CUDA_GRAPHS`, the most GPU memory its buckets' "
         "caches and its encoder buckets' outputs take, per model (they stay as long as the model: a captured graph "
-        "holds their addresses); a batch whose bucket is not made yet and would not fit steps eagerly, sentences whose "
-        "encoder bucket would not fit are encoded eagerly. Every bucket of a shipped model would take 10.8 GiB; the GPU "
-        "check's runs over the test set kept 378 MiB of buckets with at most 64 rows in them, 1.6 GiB with 256 "
+        "holds their addresses); a batch whose bucket is not made yet and would not fit steps eagerly, sentences "
+        "whose encoder bucket would not fit are encoded eagerly. Every bucket of a shipped model would take 10.8 GiB; "
+        "the GPU check's runs over the test set kept 378 MiB of buckets with at most 64 rows in them, 1.6 GiB with 256 "
         "(`TRANSLATOR_CUDA_GRAPHS_MAX_ROWS`), 1.8 GiB with the encoder's buckets since (counted on the CPU provider)"
     )
     cuda_graphs_max_rows: int = Field(

@@ -668,7 +668,9 @@ def markdown(result: dict) -> str:
                              f"{s['service_ms_per_reorder']:.3f} / {s['fixed_ms_per_reorder']:.3f}",
                              f"{100 * s['service_top1_same_as_cpu']:.1f} / {100 * s['fixed_top1_same_as_cpu']:.1f} %",
                              f"{s['service_top1_max_abs_diff']:.2g} / {s['fixed_top1_max_abs_diff']:.2g}",
-                             captured_cell(s), encoder_cell(s)] for s in result["steps"]]),
+                             captured_cell(s, "captured_vs_eager", step_figures),
+                             captured_cell(s, "encoder_captured_vs_eager", encoder_figures)]
+                            for s in result["steps"]]),
         ]
     if "goals" in result:
         lines += [
@@ -689,23 +691,22 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def captured_cell(step: dict) -> str:
-    """A table cell: the step of TRANSLATOR_CUDA_GRAPHS against the service's eager step."""
-    graphed = step["captured_vs_eager"]
+def captured_cell(step: dict, part: str, figures: Callable[[dict, dict], str]) -> str:
+    """A table cell: a bucket's run in TRANSLATOR_CUDA_GRAPHS (step[part]: the step's or the encoder's), captured or
+    not, and its figures against the service's eager run."""
+    graphed = step[part]
     if graphed is None:
         return "capture refused (the reason is logged)"
-    how = "captured" if graphed["captured"] else "not captured (CPU provider)"
-    return (f"{how}: {graphed['ms_per_step']:.3f} vs {step['service_ms_per_step']:.3f} ms; top-1 same as eager "
+    return f"{'captured' if graphed['captured'] else 'not captured (CPU provider)'}: {figures(graphed, step)}"
+
+
+def step_figures(graphed: dict, step: dict) -> str:
+    return (f"{graphed['ms_per_step']:.3f} vs {step['service_ms_per_step']:.3f} ms; top-1 same as eager "
             f"{100 * graphed['top1_same_as_eager']:.1f} %, as CPU {100 * graphed['top1_same_as_cpu']:.1f} %")
 
 
-def encoder_cell(step: dict) -> str:
-    """A table cell: the encoder bucket of TRANSLATOR_CUDA_GRAPHS against the service's eager encoder."""
-    graphed = step["encoder_captured_vs_eager"]
-    if graphed is None:
-        return "capture refused (the reason is logged)"
-    how = "captured" if graphed["captured"] else "not captured (CPU provider)"
-    return (f"{how}: {graphed['ms_per_run']:.3f} vs {graphed['eager_ms_per_run']:.3f} ms; max abs diff "
+def encoder_figures(graphed: dict, step: dict) -> str:
+    return (f"{graphed['ms_per_run']:.3f} vs {graphed['eager_ms_per_run']:.3f} ms; max abs diff "
             f"{graphed['max_abs_diff_vs_eager']:.2g}")
 
 
