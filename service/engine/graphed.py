@@ -107,6 +107,11 @@ def encoder_key(model: ModelSessions, sentences: int, source: int) -> tuple[int,
     return bucket_size(sentences), bucket_size(source, FIRST_SOURCE, model.model_config.max_len)
 
 
+def encoder_bucket_bytes(model: ModelSessions, key: tuple[int, int]) -> int:
+    """The memory of an encoder bucket's keys/values (rows and source tokens: its key)."""
+    return row_position_bytes(model) * key[0] * key[1]
+
+
 @dataclass
 class StepBinding:
     """A bound step of one bucket: its self and cross sets and its width, the top-k buffers it writes, and the run
@@ -234,14 +239,13 @@ class BucketStore:
         tokens padded, as long as the next encode) where the store has an encoder session and the bucket is made or
         fits in the budget, else eagerly."""
         key = encoder_key(self.model, *src.shape)
-        if self.encoder is None or not self._fits(key in self.encoder_buckets, row_position_bytes(self.model) *
-                                                  key[0] * key[1]):
+        if self.encoder is None or not self._fits(key in self.encoder_buckets, encoder_bucket_bytes(self.model, key)):
             return encode(self.model, src, src_mask, np.ones(len(src), np.int64))[0]
         return self.encoder_bucket(*src.shape).run(self.encoder, src, src_mask)
 
     def encode_eagerly(self) -> None:
         """No encoder buckets from now on: those made go, and their bytes with them."""
-        self.bytes -= sum(row_position_bytes(self.model) * rows * source for rows, source in self.encoder_buckets)
+        self.bytes -= sum(encoder_bucket_bytes(self.model, key) for key in self.encoder_buckets)
         self.encoder, self.encoder_buckets = None, {}
 
     def encoder_bucket(self, sentences: int, source: int) -> EncoderBucket:
@@ -250,7 +254,7 @@ class BucketStore:
         key = encoder_key(self.model, sentences, source)
         if key not in self.encoder_buckets:
             self.encoder_buckets[key] = EncoderBucket(self, *key)
-            self.bytes += row_position_bytes(self.model) * key[0] * key[1]
+            self.bytes += encoder_bucket_bytes(self.model, key)
         return self.encoder_buckets[key]
 
     def affords(self, shape: Shape) -> bool:
@@ -328,8 +332,9 @@ class BucketedDecoder:
         copy), at places 0, 1, ..."""
         into = self.store.bucket(shape)
         if len(rows):
-            self._fit(self_kv, pad_rows(rows, shape.rows), shape.slots, into.self_sets[0])
-            self._fit(cross_kv, pad_rows(rows, shape.rows), shape.source, into.cross_sets[0])
+            padded = pad_rows(rows, shape.rows)
+            self._fit(self_kv, padded, shape.slots, into.self_sets[0])
+            self._fit(cross_kv, padded, shape.source, into.cross_sets[0])
         self.current, self.self_set, self.cross_set = into, 0, 0
         self.places = np.arange(len(rows))
         return into
@@ -502,32 +507,32 @@ def captured_store(model: ModelSessions) -> BucketStore | None:
         log.info("TRANSLATOR_CUDA_GRAPHS: not used, ONNX Runtime runs on %s (CUDA graphs need the CUDA provider); "
                  "the eager decoder runs", model.provider)
         return None
+    sentence = [[*range(4, min(model.model_config.vocab_size, 10)), model.model_config.eos_id]]
+    opts = SearchOptions(max_length=4)
+
+    def probe(store: BucketStore, eager: list, otherwise: str) -> None:
+        """Translate the probe sentence in the store's buckets (often enough to capture them) as the eager decoder
+        did (eager), or raise RuntimeError(otherwise)."""
+        for _ in range(PROBE_RUNS):
+            if tokens(search(BucketedDecoder(model, store), sentence, opts, model.model_config)) != eager:
+                raise RuntimeError(otherwise)
+
     try:
+        eager = tokens(search(OrtDecoder(model), sentence, opts, model.model_config))
         store = BucketStore(model, model.graphed_decoder(), capture=True, budget=model.cuda_graphs_memory)
-        probe(model, store, "the captured step translates otherwise than the eager one")
+        probe(store, eager, "the captured step translates otherwise than the eager one")
     except Exception as error:  # noqa: BLE001 - ONNX Runtime refuses with plain RuntimeErrors of many kinds
         log.warning("TRANSLATOR_CUDA_GRAPHS: not used, capture refused (%s); the eager decoder runs", error)
         return None
     try:
         store.encoder = model.graphed_encoder()
-        probe(model, store, "the captured encoder translates otherwise than the eager one")
+        probe(store, eager, "the captured encoder translates otherwise than the eager one")
     except Exception as error:  # noqa: BLE001 - as above
         log.warning("TRANSLATOR_CUDA_GRAPHS: the encoder runs eagerly, its capture refused (%s)", error)
         store.encode_eagerly()
     log.info("TRANSLATOR_CUDA_GRAPHS: the decoder step runs in CUDA graphs, one per bucket; the encoder %s",
              "too" if store.encoder is not None else "eagerly")
     return store
-
-
-def probe(model: ModelSessions, store: BucketStore, otherwise: str) -> None:
-    """Translate a probe sentence in the store's buckets (often enough to capture them) as the eager decoder does,
-    or raise RuntimeError(otherwise)."""
-    sentence = [[*range(4, min(model.model_config.vocab_size, 10)), model.model_config.eos_id]]
-    opts = SearchOptions(max_length=4)
-    eager = tokens(search(OrtDecoder(model), sentence, opts, model.model_config))
-    for _ in range(PROBE_RUNS):
-        if tokens(search(BucketedDecoder(model, store), sentence, opts, model.model_config)) != eager:
-            raise RuntimeError(otherwise)
 
 
 def tokens(hypotheses: list[list[Hypothesis]]) -> list[list[list[int]]]:

@@ -186,9 +186,7 @@ class ModelSessions:
             try:
                 if library is None:
                     raise KernelsRefused("not built (`make serve` builds them: python -m service.engine.kernels.build)")
-                # the graph alone: a large model's weights stay in its external data, where ONNX Runtime reads them
-                step = with_kernels(onnx.load(str(self.model_dir / graph), load_external_data=False))
-                self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
+                step = with_kernels(self._step_alone(graph))
                 self.step_options.register_custom_ops_library(str(library))
                 session = self._session(step.SerializeToString(), self.step_options)
                 self.kernel_options.register_custom_ops_library(str(library))
@@ -201,11 +199,8 @@ class ModelSessions:
     def _gpu_decoder(self, graph: str) -> ort.InferenceSession:
         """The step with its residual sums fused, run once on one row; the step as exported where ONNX Runtime
         refuses it (the reason logged)."""
-        self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
         try:
-            # the graph alone: a large model's weights stay in its external data, where ONNX Runtime reads them
-            step = with_skip_layer_norms(onnx.load(str(self.model_dir / graph), load_external_data=False))
-            fused_graph = step.SerializeToString()
+            fused_graph = with_skip_layer_norms(self._step_alone(graph)).SerializeToString()
             session = self._session(fused_graph, self.step_options)
             session.run(None, probe_feeds(session))
         except (*ORT_ERRORS, onnx.shape_inference.InferenceError) as why:
@@ -213,6 +208,12 @@ class ModelSessions:
             return self._session(graph, self.step_options)
         self.step_graph = fused_graph
         return session
+
+    def _step_alone(self, graph: str) -> onnx.ModelProto:
+        """The step's graph without its weights, to rewrite: a large model's weights stay in its external data, where
+        the step's sessions read them (step_options names the folder)."""
+        self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
+        return onnx.load(str(self.model_dir / graph), load_external_data=False)
 
     @property
     def name(self) -> str:
