@@ -184,11 +184,47 @@ def test_encoder_buckets_count_in_the_budget_and_encode_eagerly_beyond_it(model:
         assert list(store.encoder_buckets) == made and store.bytes == store.budget
 
 
+def caches(bucket: graphed.Bucket) -> list:
+    """Every cache tensor of a bucket."""
+    return [v for sets in (bucket.self_sets, bucket.cross_sets) for values in sets for v in values]
+
+
 def test_a_buckets_bytes_are_its_caches(model: ModelSessions):
+    """One self set and the cross caches; the second self set counted once made."""
     store = BucketStore(model, model.decoder, capture=False)
     bucket = store.bucket(Shape(rows=4, slots=32, source=16))
-    caches = [v for sets in (bucket.self_sets, bucket.cross_sets) for values in sets for v in values]
-    assert store.bytes == bucket_bytes(model, bucket.shape) == sum(4 * np.prod(v.shape()) for v in caches)
+    assert store.bytes == bucket_bytes(model, bucket.shape) == sum(4 * np.prod(v.shape()) for v in caches(bucket))
+    bucket.self_caches(1)
+    assert store.bytes == bucket_bytes(model, bucket.shape, 2) == sum(4 * np.prod(v.shape()) for v in caches(bucket))
+
+
+@pytest.mark.parametrize("beam_size,sets", [(1, 1), (4, 2)])
+def test_a_second_self_set_is_made_where_beams_reorder_alone(model: ModelSessions, beam_size: int, sets: int):
+    store = BucketStore(model, model.decoder, capture=False)
+    search(BucketedDecoder(model, store), sources(3, seed=4), SearchOptions(beam_size=beam_size, max_length=12),
+           model.model_config)
+    assert {len(bucket.self_sets) for bucket in store.buckets.values()} == {sets}
+
+
+def test_a_beam_batch_whose_second_self_set_the_budget_cannot_afford_steps_eagerly(model: ModelSessions):
+    """A budget that holds the batch's bucket with one self set: greedy, the batch steps in it; with beams (which
+    need a second), eagerly from its first step, and no second set is made. Translations as the eager decoder's."""
+    batch, cfg = sources(2, seed=9), model.model_config
+    for beam_size, active in ((1, "bucketed"), (4, "eager")):
+        repeat = np.full(len(batch), beam_size)
+        first = bucket_shape(int(repeat.sum()), 1, max(map(len, batch)), cfg.max_len)
+        store = BucketStore(model, model.decoder, capture=False, budget=bucket_bytes(model, first))
+        switching = SwitchingDecoder(model, store, model.cuda_graphs_max_rows)
+        opts = SearchOptions(beam_size=beam_size, max_length=6)
+        running = RunningBatch(switching, cfg)
+        running.add(batch, [opts] * len(batch), [0, 1])
+        running.step()
+        assert switching.active is getattr(switching, active)
+        finished = {}
+        while len(running):
+            finished |= {s.key: s.result() for s in running.step()}
+        assert_same([finished[0], finished[1]], search(OrtDecoder(model), batch, opts, cfg))
+        assert store.bytes <= store.budget and all(len(b.self_sets) == 1 for b in store.buckets.values())
 
 
 def test_buckets_are_kept_from_batch_to_batch(model: ModelSessions):
@@ -211,7 +247,7 @@ def test_slots_left_from_earlier_batches_are_never_read(model: ModelSessions):
     search(BucketedDecoder(model, store), batch, opts, model.model_config)
     rng = np.random.default_rng(0)
     for bucket in store.buckets.values():
-        for value in [v for sets in (bucket.self_sets, bucket.cross_sets) for values in sets for v in values]:
+        for value in caches(bucket):
             value.update_inplace(rng.normal(0, 100, value.shape()).astype(np.float32))
     assert_same(search(BucketedDecoder(model, store), batch, opts, model.model_config),
                 search(OrtDecoder(model), batch, opts, model.model_config))
@@ -372,7 +408,8 @@ def test_rows_that_leave_a_bucket_move_no_cache(model: ModelSessions, monkeypatc
 
 def test_a_beam_reorder_after_rows_left_gathers_from_their_places(model: ModelSessions):
     """Rows at scattered places (a sentence left a hole), then a reorder in which a row takes another's caches: the
-    gather reads each row at its place, self and cross caches alike; the steps' outputs as the eager decoder's."""
+    gather reads each row's self-attention caches at its place and writes them at the places the sentence's rows
+    held (where its encoder keys/values stay); the steps' outputs as the eager decoder's."""
     ours = BucketedDecoder(model, BucketStore(model, model.decoder, capture=False))
     eager = OrtDecoder(model)
     src, mask = pad_batch(sources(3, seed=31), model.model_config.pad_id)
@@ -388,7 +425,8 @@ def test_a_beam_reorder_after_rows_left_gathers_from_their_places(model: ModelSe
         steps.append(decoder.step(steps[-1][0][[1, 1, 3, 2, 4], 1], 4))
         outputs.append(steps)
         if decoder is ours:
-            assert ours.places.tolist() == [0, 1, 2, 3, 4] and ours.current.shape.rows == 8
+            assert ours.places.tolist() == [0, 1, 3, 4, 5] and ours.current.shape.rows == 8
+            assert ours.self_set == 1
     for (ours_tokens, ours_logp), (eager_tokens, eager_logp) in zip(*outputs):
         np.testing.assert_array_equal(ours_tokens, eager_tokens)
         np.testing.assert_allclose(ours_logp, eager_logp, atol=1e-5)

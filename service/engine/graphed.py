@@ -5,25 +5,28 @@ fp32 decoder was 2.15x as fast at batch 1 and 1.20-1.42x at larger batches, READ
 A bucket is the rows (sentences x beams) rounded up to a power of two, the self-attention slots to a power of two
 from FIRST_SLOTS (at most the model's max_len) and the source tokens to a power of two from FIRST_SOURCE. Its
 buffers live as long as the model's sessions (BucketStore), so a graph captured over them stays valid from batch to
-batch: two sets of self-attention caches and two of cross-attention caches, and the step's inputs (tokens,
-positions, source mask) on the device, written in place before every step (OrtValue.update_inplace). A step binds
-one self set, one cross set and a top-k width: each such binding is one captured graph (its gpu_graph_id). Each
-running row has a place, a row of the bucket (BucketedDecoder.places); the bucket's other rows are padding (token 0
-at position 0, a source of one token). Each row attends to its own caches only, so padding changes no real row,
-and its outputs are dropped.
+batch: a set of self-attention caches (a second one made when a beam reorder first needs it), two sets of
+cross-attention caches, and the step's inputs (tokens, positions, source mask) on the device, written in place
+before every step (OrtValue.update_inplace). A step binds one self set, one cross set and a top-k width: each such
+binding is one captured graph (its gpu_graph_id). Each running row has a place, a row of the bucket
+(BucketedDecoder.places); the bucket's other rows are padding (token 0 at position 0, a source of one token). Each
+row attends to its own caches only, so padding changes no real row, and its outputs are dropped.
 
 Where each write goes, so that no captured address ever changes:
 - the step writes its slot into the very buffers it reads (each cache output bound to its input's buffer, as
   service.engine.decoder does): ScatterND runs in place, and the graph replays on the same addresses;
 - rows that leave leave their places as they are, padding from then on, and the others keep theirs: sentences that
   end move no cache (a greedy batch copies its caches only when it moves to another bucket);
-- a beam reorder in which a row takes another's caches (a beam with two children) gathers the rows into the
-  bucket's other set, at places 0, 1, ... (a gather cannot run in place; a copy back would cost a second one): the
-  sets take turns, each pair of them its own graph;
+- a beam reorder in which a row takes another's caches (a beam with two children) gathers the self-attention caches
+  into the bucket's other self set (a gather cannot run in place; a copy back would cost a second one), each row at
+  the place of the row before it at the same place within its sentence: the self sets take turns, and the encoder
+  keys/values stay where they are (that place holds the row's sentence's), so a greedy batch never makes the
+  second self set;
 - a batch that outgrows its bucket or shrinks to half of it (rows, slots or source) is fitted into the new bucket's
   first sets, one copy (the cache graph fit); the encoder keys/values of sentences that join are gathered with the
-  running rows' into the other cross set, at the first places no running row holds; their self-attention slots are
-  not written at all (each is written by its row's step before any step reads it).
+  running rows' into the other cross set, at the first places no running row holds (one gather, measured on one
+  H200 at a tenth of the time of an in-place ScatterND of the new rows, BENCHMARKS.md); their self-attention slots
+  are not written at all (each is written by its row's step before any step reads it).
 Sentences that join are encoded in buckets as well (EncoderBucket: the sentences rounded up to a power of two, their
 tokens as the source above; captured as the steps are, or run eagerly where ONNX Runtime refuses, the reason
 logged): the keys/values it writes are gathered into the decoder's bucket, each beam's row from its sentence's,
@@ -32,8 +35,9 @@ where 250 sentences/s allow 4 ms in all.
 Buckets pay at a few rows, where a step is mostly kernel launches, and not at many (BENCHMARKS.md): a running batch
 of more than TRANSLATOR_CUDA_GRAPHS_MAX_ROWS rows steps eagerly (SwitchingDecoder), and its caches move into a bucket
 once it has shrunk to half as many. The buckets' buffers stay as long as the sessions (a captured graph holds their
-addresses), so the store has a budget (TRANSLATOR_CUDA_GRAPHS_MEMORY_MB): a batch whose bucket is not made yet and
-would not fit in it steps eagerly too, and sentences whose encoder bucket would not fit are encoded eagerly.
+addresses), so the store has a budget (TRANSLATOR_CUDA_GRAPHS_MEMORY_MB): a batch whose bucket (with a second self
+set, where beams run) is not made yet and would not fit in it steps eagerly too, and sentences whose encoder bucket
+would not fit are encoded eagerly.
 On the CPU provider the same buckets, buffers and bindings run, with no capture asked for: the tests check there that
 the translations are those of service.engine.decoder's eager path. One running batch at a time uses a model's store
 (the engine runs one per model).
@@ -97,9 +101,10 @@ def row_position_bytes(model: ModelSessions) -> int:
     return len(model.self_names) * cfg.n_heads * cfg.d_head * np.dtype(model.cache_type).itemsize
 
 
-def bucket_bytes(model: ModelSessions, shape: Shape) -> int:
-    """The memory of a bucket's caches: two sets of self-attention caches and two of cross-attention caches."""
-    return 2 * row_position_bytes(model) * shape.rows * (shape.slots + shape.source)
+def bucket_bytes(model: ModelSessions, shape: Shape, self_sets: int = 1) -> int:
+    """The memory of a bucket's caches: this many sets of self-attention caches (beams need two) and two of
+    cross-attention caches."""
+    return row_position_bytes(model) * shape.rows * (self_sets * shape.slots + 2 * shape.source)
 
 
 def encoder_key(model: ModelSessions, sentences: int, source: int) -> tuple[int, int]:
@@ -124,19 +129,13 @@ class StepBinding:
 
 
 class Bucket:
-    """A bucket's buffers: two sets of self-attention caches, two of cross-attention caches, the step's inputs, and
-    its bound steps."""
+    """A bucket's buffers: its sets of self-attention caches (one; a second once a beam reorder needs it), two of
+    cross-attention caches, the step's inputs, and its bound steps."""
 
     def __init__(self, store: BucketStore, shape: Shape):
         model, self.store, self.shape = store.model, store, shape
-        cfg = model.model_config
-
-        def zeros(length: int) -> ort.OrtValue:
-            array = np.zeros((shape.rows, cfg.n_heads, length, cfg.d_head), model.cache_type)
-            return ort.OrtValue.ortvalue_from_numpy(array, model.device, 0)
-
-        self.self_sets = [[zeros(shape.slots) for _ in model.self_names] for _ in range(2)]
-        self.cross_sets = [[zeros(shape.source) for _ in model.cross_names] for _ in range(2)]
+        self.self_sets = [self._zeros(shape.slots)]
+        self.cross_sets = [self._zeros(shape.source), self._zeros(shape.source)]
         # the step's inputs on the host, the padding rows' after the batch's, copied to the device before each step
         self.host_tokens = np.zeros(shape.rows, np.int64)
         self.host_positions = np.zeros(shape.rows, np.int64)
@@ -145,6 +144,24 @@ class Bucket:
         self.src_mask = ort.OrtValue.ortvalue_from_numpy(np.zeros((shape.rows, shape.source), bool), model.device, 0)
         self.written: tuple[np.ndarray, np.ndarray] | None = None  # the source mask and places src_mask holds now
         self.steps: dict[tuple[int, int, int], StepBinding] = {}
+
+    def _zeros(self, length: int) -> list[ort.OrtValue]:
+        """A set of caches of this many positions, zeros: a tensor for each layer's keys and each layer's values
+        (as many as the step's self-attention inputs, or cross-attention ones)."""
+        model, cfg = self.store.model, self.store.model.model_config
+        shape = self.shape.rows, cfg.n_heads, length, cfg.d_head
+        return [ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, model.cache_type), model.device, 0)
+                for _ in model.self_names]
+
+    @property
+    def bytes(self) -> int:
+        return bucket_bytes(self.store.model, self.shape, len(self.self_sets))
+
+    def self_caches(self, index: int) -> list[ort.OrtValue]:
+        """Self set `index` (0 or 1), the second made the first time it is asked for."""
+        if index == len(self.self_sets):
+            self.self_sets.append(self._zeros(self.shape.slots))
+        return self.self_sets[index]
 
     def write(self, tokens: np.ndarray, positions: np.ndarray, src_mask: np.ndarray, places: np.ndarray) -> None:
         """The step's inputs into their buffers, each row's at its place and the padding rows' (token 0 at position 0)
@@ -222,8 +239,13 @@ class BucketStore:
         self.encoder = encoder
         self.buckets: dict[Shape, Bucket] = {}
         self.encoder_buckets: dict[tuple[int, int], EncoderBucket] = {}  # by rows and source tokens
-        self.bytes = 0  # of the buckets' caches and the encoder buckets' keys/values
         self.graphs = 0  # gpu_graph_ids given so far
+
+    @property
+    def bytes(self) -> int:
+        """The memory of the buckets' caches and the encoder buckets' keys/values."""
+        return (sum(bucket.bytes for bucket in self.buckets.values())
+                + sum(encoder_bucket_bytes(self.model, key) for key in self.encoder_buckets))
 
     def graph_options(self) -> ort.RunOptions | None:
         """The run options that name a graph of its own (a gpu_graph_id) when capturing, else None."""
@@ -245,21 +267,22 @@ class BucketStore:
 
     def encode_eagerly(self) -> None:
         """No encoder buckets from now on: those made go, and their bytes with them."""
-        self.bytes -= sum(encoder_bucket_bytes(self.model, key) for key in self.encoder_buckets)
         self.encoder, self.encoder_buckets = None, {}
 
     def encoder_bucket(self, sentences: int, source: int) -> EncoderBucket:
-        """The encoder bucket of this many sentences of this many tokens, made the first time it is asked for (its
-        keys/values counted in the store's bytes)."""
+        """The encoder bucket of this many sentences of this many tokens, made the first time it is asked for."""
         key = encoder_key(self.model, sentences, source)
         if key not in self.encoder_buckets:
             self.encoder_buckets[key] = EncoderBucket(self, *key)
-            self.bytes += encoder_bucket_bytes(self.model, key)
         return self.encoder_buckets[key]
 
-    def affords(self, shape: Shape) -> bool:
-        """Whether the bucket of this shape is made, or fits in what is left of the budget."""
-        return self._fits(shape in self.buckets, bucket_bytes(self.model, shape))
+    def affords(self, shape: Shape, beams: bool) -> bool:
+        """Whether the bucket of this shape is made with the self sets a batch needs (two where beams run), or what
+        it lacks fits in what is left of the budget."""
+        sets, bucket = 2 if beams else 1, self.buckets.get(shape)
+        if bucket is not None and len(bucket.self_sets) >= sets:  # most steps: the running batch's own bucket
+            return True
+        return self._fits(False, bucket_bytes(self.model, shape, sets) - (bucket.bytes if bucket else 0))
 
     def _fits(self, made: bool, size: int) -> bool:
         return made or self.budget is None or self.bytes + size <= self.budget
@@ -267,7 +290,6 @@ class BucketStore:
     def bucket(self, shape: Shape) -> Bucket:
         if shape not in self.buckets:
             self.buckets[shape] = Bucket(self, shape)
-            self.bytes += bucket_bytes(self.model, shape)
         return self.buckets[shape]
 
     def bind_step(self, bucket: Bucket, self_set: int, cross_set: int, width: int) -> StepBinding:
@@ -403,8 +425,8 @@ class BucketedDecoder:
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
         """Rows that each keep their own caches (sentences leaving, a reorder) keep their places; where some row
-        takes another's (a beam's two children), every row's caches are gathered into the bucket's other sets, at
-        places 0, 1, ..."""
+        takes another's (a beam's two children), every row's self-attention caches are gathered into the bucket's
+        other self set."""
         if not len(rows):
             self._empty()
             return
@@ -418,21 +440,16 @@ class BucketedDecoder:
             self.src_mask = mask[:, : longest_source(mask)]
 
     def _gather(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        """The self-attention caches of these rows into the other self set at places 0, 1, ..., and the encoder
-        keys/values each new row reads (cross_rows'; where none left, those at its place before) into the other
-        cross set, unless they are there already."""
-        bucket, size = self.current, self.current.shape.rows
+        """The self-attention caches of these rows into the other self set, each new row at the place of the row
+        before it at the same place within its sentence (cross_rows'; where no sentence left, the same row): that
+        place holds its sentence's encoder keys/values, so they stay where they are."""
+        bucket = self.current
+        places = self.places if cross_rows is None else self.places[cross_rows]
+        order = np.arange(bucket.shape.rows)  # each place's row of the set before; a padding place's own
+        order[places] = self.places[rows]
         other = 1 - self.self_set
-        self._fit(bucket.self_sets[self.self_set], pad_rows(self.places[rows], size), bucket.shape.slots,
-                  bucket.self_sets[other])
-        self.self_set = other
-        cross = self.places[np.arange(len(rows)) if cross_rows is None else cross_rows]
-        if (cross != np.arange(len(rows))).any():
-            other = 1 - self.cross_set
-            self._fit(bucket.cross_sets[self.cross_set], pad_rows(cross, size), bucket.shape.source,
-                      bucket.cross_sets[other])
-            self.cross_set = other
-        self.places = np.arange(len(rows))
+        self._fit(bucket.self_sets[self.self_set], order, bucket.shape.slots, bucket.self_caches(other))
+        self.self_set, self.places = other, places
 
 
 class SwitchingDecoder:
@@ -459,21 +476,21 @@ class SwitchingDecoder:
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
         running = self.active
         self._fit_for(len(running.positions) + int(repeat.sum()), int(running.positions.max(initial=0)) + 1,
-                      max(running.src_mask.shape[1], src_mask.shape[1]))
+                      max(running.src_mask.shape[1], src_mask.shape[1]), bool((repeat > 1).any()))
         self.active.add(src, src_mask, repeat)
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         running = self.active
-        self._fit_for(len(tokens), int(running.positions.max()) + 1, running.src_mask.shape[1])
+        self._fit_for(len(tokens), int(running.positions.max()) + 1, running.src_mask.shape[1], width > 1)
         return self.active.step(tokens, width)
 
     def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
         self.active.select(rows, cross_rows)
 
-    def _fit_for(self, rows: int, positions: int, source: int) -> None:
-        """The decoder for a batch of this many rows, positions and source tokens, the running rows handed over to
-        it."""
-        affordable = self.store.affords(bucket_shape(rows, positions, source, self.max_len))
+    def _fit_for(self, rows: int, positions: int, source: int, beams: bool) -> None:
+        """The decoder for a batch of this many rows, positions and source tokens (with beams or not), the running
+        rows handed over to it."""
+        affordable = self.store.affords(bucket_shape(rows, positions, source, self.max_len), beams)
         if self.active is self.bucketed and (rows > self.most_rows or not affordable):
             self._switch_to(self.eager)
         elif self.active is self.eager and rows <= self.most_rows // 2 and affordable:
