@@ -75,9 +75,10 @@ class Settings(BaseSettings):
         CUDA_GRAPHS_MEMORY_MB, ge=0, description="with `TRANSLATOR_CUDA_GRAPHS`, the most GPU memory its buckets' "
         "caches and its encoder buckets' outputs take, per model (they stay as long as the model: a captured graph "
         "holds their addresses); a batch whose bucket is not made yet and would not fit steps eagerly, sentences "
-        "whose encoder bucket would not fit are encoded eagerly. Every bucket of a shipped model would take 10.8 GiB; "
-        "the GPU check's runs over the test set kept 378 MiB of buckets with at most 64 rows in them, 1.6 GiB with 256 "
-        "(`TRANSLATOR_CUDA_GRAPHS_MAX_ROWS`), 1.8 GiB with the encoder's buckets since (counted on the CPU provider)"
+        "whose encoder bucket would not fit are encoded eagerly. A bucket holds a second set of self-attention "
+        "caches only once beams run in it. Every bucket of up to 256 rows (`TRANSLATOR_CUDA_GRAPHS_MAX_ROWS`) of a "
+        "shipped model would take 29 GiB greedy, 43.5 GiB with beams; the GPU check's runs over the test set keep "
+        "1.4 GiB of buckets and encoder buckets, 0.95 GiB after its greedy runs (counted on the CPU provider)"
     )
     cuda_graphs_max_rows: int = Field(
         CUDA_GRAPHS_MAX_ROWS, ge=1, description="with `TRANSLATOR_CUDA_GRAPHS`, the most rows (sentences × beams) a "
