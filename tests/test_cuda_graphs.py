@@ -421,12 +421,15 @@ def test_a_beam_reorder_after_rows_left_gathers_from_their_places(model: ModelSe
         steps.append(decoder.step(steps[-1][0][[0, 1, 3, 4, 5], 0], 4))
         if decoder is ours:
             assert ours.places.tolist() == [0, 1, 3, 4, 5] and ours.current.shape.rows == 8
+            cross_set, cross = ours.cross_set, [v.numpy().copy() for v in ours.current.cross_sets[ours.cross_set]]
         decoder.select(np.array([1, 1, 3, 2, 4]), None)  # a's second row has two children; c's rows change places
         steps.append(decoder.step(steps[-1][0][[1, 1, 3, 2, 4], 1], 4))
         outputs.append(steps)
         if decoder is ours:
             assert ours.places.tolist() == [0, 1, 3, 4, 5] and ours.current.shape.rows == 8
-            assert ours.self_set == 1
+            assert ours.self_set == 1 and ours.cross_set == cross_set  # the encoder keys/values did not move
+            for value, before in zip(ours.current.cross_sets[cross_set], cross):
+                np.testing.assert_array_equal(value.numpy(), before)
     for (ours_tokens, ours_logp), (eager_tokens, eager_logp) in zip(*outputs):
         np.testing.assert_array_equal(ours_tokens, eager_tokens)
         np.testing.assert_allclose(ours_logp, eager_logp, atol=1e-5)
