@@ -134,8 +134,8 @@ class Bucket:
 
     def __init__(self, store: BucketStore, shape: Shape):
         model, self.store, self.shape = store.model, store, shape
-        self.self_sets = [self._zeros(shape.slots)]
-        self.cross_sets = [self._zeros(shape.source), self._zeros(shape.source)]
+        self.self_sets = [self._zeros(shape.slots, model.self_names)]
+        self.cross_sets = [self._zeros(shape.source, model.cross_names) for _ in range(2)]
         # the step's inputs on the host, the padding rows' after the batch's, copied to the device before each step
         self.host_tokens = np.zeros(shape.rows, np.int64)
         self.host_positions = np.zeros(shape.rows, np.int64)
@@ -145,13 +145,11 @@ class Bucket:
         self.written: tuple[np.ndarray, np.ndarray] | None = None  # the source mask and places src_mask holds now
         self.steps: dict[tuple[int, int, int], StepBinding] = {}
 
-    def _zeros(self, length: int) -> list[ort.OrtValue]:
-        """A set of caches of this many positions, zeros: a tensor for each layer's keys and each layer's values
-        (as many as the step's self-attention inputs, or cross-attention ones)."""
+    def _zeros(self, length: int, names: list[str]) -> list[ort.OrtValue]:
+        """A set of caches of this many positions, zeros: a tensor for each of these names (the step's inputs)."""
         model, cfg = self.store.model, self.store.model.model_config
         shape = self.shape.rows, cfg.n_heads, length, cfg.d_head
-        return [ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, model.cache_type), model.device, 0)
-                for _ in model.self_names]
+        return [ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, model.cache_type), model.device, 0) for _ in names]
 
     @property
     def bytes(self) -> int:
@@ -160,7 +158,7 @@ class Bucket:
     def self_caches(self, index: int) -> list[ort.OrtValue]:
         """Self set `index` (0 or 1), the second made the first time it is asked for."""
         if index == len(self.self_sets):
-            self.self_sets.append(self._zeros(self.shape.slots))
+            self.self_sets.append(self._zeros(self.shape.slots, self.store.model.self_names))
         return self.self_sets[index]
 
     def write(self, tokens: np.ndarray, positions: np.ndarray, src_mask: np.ndarray, places: np.ndarray) -> None:
@@ -261,7 +259,8 @@ class BucketStore:
         tokens padded, as long as the next encode) where the store has an encoder session and the bucket is made or
         fits in the budget, else eagerly."""
         key = encoder_key(self.model, *src.shape)
-        if self.encoder is None or not self._fits(key in self.encoder_buckets, encoder_bucket_bytes(self.model, key)):
+        if self.encoder is None or not (key in self.encoder_buckets
+                                        or self._fits(encoder_bucket_bytes(self.model, key))):
             return encode(self.model, src, src_mask, np.ones(len(src), np.int64))[0]
         return self.encoder_bucket(*src.shape).run(self.encoder, src, src_mask)
 
@@ -282,10 +281,11 @@ class BucketStore:
         sets, bucket = 2 if beams else 1, self.buckets.get(shape)
         if bucket is not None and len(bucket.self_sets) >= sets:  # most steps: the running batch's own bucket
             return True
-        return self._fits(False, bucket_bytes(self.model, shape, sets) - (bucket.bytes if bucket else 0))
+        return self._fits(bucket_bytes(self.model, shape, sets) - (bucket.bytes if bucket else 0))
 
-    def _fits(self, made: bool, size: int) -> bool:
-        return made or self.budget is None or self.bytes + size <= self.budget
+    def _fits(self, size: int) -> bool:
+        """Whether this many more bytes fit in what is left of the budget."""
+        return self.budget is None or self.bytes + size <= self.budget
 
     def bucket(self, shape: Shape) -> Bucket:
         if shape not in self.buckets:
