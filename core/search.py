@@ -8,17 +8,14 @@ A sentence's first token may be forced (SearchOptions.forced_token: a many-to-ma
 decoder's choice at its first step is replaced by that token, at log-probability 0.
 
 The decoder holds the caches of the batch's rows (a greedy sentence has one row, a beam sentence beam_size rows,
-next to each other) and offers three calls; its self-attention cache has cache_slots() slots per row:
+next to each other), laid out as it likes: the search knows no cache layout. It offers three calls:
     add(src, src_mask, repeat)    encode sentences src (M, S) and append repeat[i] rows for sentence i, which read
                                   their first token at position 0
     step(tokens, width)           feed one token per row, each at its row's next position; get the `width` most
                                   likely next tokens of each row, best first, and their log-probabilities: two
                                   (rows, width) arrays
-    select(rows, cross_rows)      keep and reorder rows of the self-attention cache (and the rows' positions);
-                                  cross_rows, given when sentences leave, names for each new row the row of the
-                                  batch before at the same place within the same sentence: the encoder keys/values
-                                  follow it (a sentence's rows share them), and a decoder may move each sentence's
-                                  memory by it (service.engine.decoder's slot table does)
+    apply(plan)                   go on with the rows a StepPlan names, after a step at which a beam's row took
+                                  another's place or sentences ended, or after sentences were removed
 Beam search needs no more of a step than each row's 2 * beam_size best tokens: a row adds one score to all its
 tokens, so a sentence's best candidates are among its rows' best tokens. The decoder picks them where the logits
 are (in the ONNX graph, or in PyTorch), so that no (rows, vocabulary) array crosses into NumPy.
@@ -36,12 +33,26 @@ import numpy as np
 from core.folder import ModelConfig
 
 
+@dataclass(frozen=True)
+class StepPlan:
+    """What the batch's rows become before its next step, which the decoder applies to its caches.
+
+    Each row that goes on names its parent: the row of the batch before whose tokens it continues (its own row, or,
+    in a beam, another row of its sentence). Where sentences left, it also names its place: the row of the batch
+    before at the same place within the same sentence, where that sentence's encoder keys/values and source mask
+    are (a sentence's rows share them). Places are None where every sentence stays where it was.
+    """
+
+    parents: np.ndarray
+    places: np.ndarray | None = None
+
+
 class Decoder(Protocol):
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None: ...
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]: ...
 
-    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None: ...
+    def apply(self, plan: StepPlan) -> None: ...
 
 
 @dataclass
@@ -72,27 +83,6 @@ class SearchOptions:
 def length_penalty(length: int | np.ndarray, alpha: float | np.ndarray) -> float | np.ndarray:
     """GNMT's ((5 + length) / 6)^alpha (Wu et al., 2016); alpha 0 means no normalization."""
     return ((5.0 + length) / 6.0) ** alpha
-
-
-CACHE_SLOTS = 8  # a self-attention cache grows by this many slots at a time
-
-
-def cache_slots(positions: int, max_len: int) -> int:
-    """Slots of a self-attention cache that holds `positions` positions: the next multiple of CACHE_SLOTS, never
-    more than the model's max_len. Every step reads all slots and a beam reorder copies them, so few spare ones
-    pay (powers of two were measurably slower on the CPU); growing copies the cache once per CACHE_SLOTS steps."""
-    return min(-(-positions // CACHE_SLOTS) * CACHE_SLOTS, max_len)
-
-
-FEW_ROWS = 16  # a batch of at most this many rows grows its self-attention cache by doubling it
-
-
-def grown_slots(positions: int, slots: int, rows: int, max_len: int) -> int:
-    """The slots a cache of `slots` slots grows to when a row reaches a position it lacks: cache_slots(), or, for a
-    batch of FEW_ROWS rows or fewer, twice its slots. A growth costs a copy of the cache and its bindings afresh,
-    which at a few rows outweighs reading spare slots (a one-sentence batch grew 6 times in 50 steps, 3 doubling)."""
-    needed = cache_slots(positions, max_len)
-    return max(needed, min(2 * slots, max_len)) if rows <= FEW_ROWS else needed
 
 
 def filled_order(stays: np.ndarray) -> np.ndarray:
@@ -272,7 +262,8 @@ class RunningBatch:
         too, which its encoder keys/values follow."""
         if sentences is None and len(rows) == self.rows and (rows == np.arange(self.rows)).all():
             return
-        self.decoder.select(rows, None if sentences is None else block_items(self.beam_sizes, sentences))
+        places = None if sentences is None else block_items(self.beam_sizes, sentences)
+        self.decoder.apply(StepPlan(rows, places))
         if sentences is not None:
             self.sentences = [self.sentences[m] for m in sentences]
             self.beam_sizes, self.last_steps = self.beam_sizes[sentences], self.last_steps[sentences]

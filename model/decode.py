@@ -6,7 +6,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from core.search import Hypothesis, SearchOptions, cache_slots, search
+from core.search import Hypothesis, SearchOptions, StepPlan, search
+from core.slots import cache_slots
 from core.tokenizer import AnyTokenizer
 from core.translate import translate_texts
 from model.transformer import KVCache, Transformer, best_next_tokens
@@ -60,7 +61,8 @@ class CachedDecoder:
         logp, tokens = best_next_tokens(logits.float(), width)
         return tokens.cpu().numpy(), logp.cpu().numpy()
 
-    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
+    def apply(self, plan: StepPlan) -> None:
+        rows, cross_rows = plan.parents, plan.places
         index = self._tensor(rows)
         self.self_kv, self.positions = _select(self.self_kv, index), self.positions[index]
         if cross_rows is not None:
@@ -105,9 +107,9 @@ class UncachedDecoder(CachedDecoder):
         self.positions = self.positions + 1
         return self._best(logits, width)
 
-    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        self.prefix = self.prefix[self._tensor(rows)]
-        super().select(rows, cross_rows)
+    def apply(self, plan: StepPlan) -> None:
+        self.prefix = self.prefix[self._tensor(plan.parents)]
+        super().apply(plan)
 
 
 @torch.inference_mode()

@@ -102,7 +102,7 @@ def tiny_model_dir(tmp_path_factory, tiny_spm: Path) -> Path:
 @pytest.fixture(scope="session")
 def tiny_fp16_dir(tiny_model_dir: Path, tmp_path_factory) -> Path:
     """The tiny model folder with its fp16 graphs too (exported as `python -m export --variants fp32 fp16` does)."""
-    from bench.offline.gpu import with_fp16
+    from bench.common.gpu import with_fp16
 
     return with_fp16(tiny_model_dir, tmp_path_factory.mktemp("tiny-fp16"))
 

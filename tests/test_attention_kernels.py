@@ -26,7 +26,7 @@ from model.config import preset
 from model.transformer import Transformer
 from service.engine import sessions
 from service.engine.cache_graphs import move_graph
-from service.engine.decoder import OrtDecoder
+from service.engine.decoder import SlotTableDecoder
 from service.engine.kernels import built_library
 from service.engine.kernels.graph import CROSS_FROM, SLOT_ROWS, KernelsRefused, with_kernels
 from service.engine.translator import Translator
@@ -89,7 +89,7 @@ def translators(library, tiny_model_dir: Path) -> dict[tuple[bool, int], Transla
 
 
 def test_the_cpu_sessions_run_the_kernels_unless_told_not_to(translators):
-    assert {key: t.kernels for key, t in translators.items()} == {
+    assert {key: t.sessions.kernels for key, t in translators.items()} == {
         (False, 1): False, (False, 2): False, (True, 1): True, (True, 2): True}
     ops = {node.op_type for node in onnx.load(str(translators[True, 1].model_dir / "decoder.onnx")).graph.node}
     assert {"Attention", "TopK"} <= ops  # the folder's graph is left as exported: the rewrite is the session's
@@ -116,7 +116,7 @@ def test_the_kernels_first_cache_is_never_read_before_it_is_written(translators,
     texts, opts = [source for source, _ in sentence_pairs], SearchOptions(beam_size=beam_size, n_best=beam_size,
                                                                           max_length_extra=40)
     expected = translator.translate(texts, opts, batch_size=3)
-    allocated = OrtDecoder._first_cache
+    allocated = SlotTableDecoder._first_cache
 
     def poisoned(self, rows):
         values = allocated(self, rows)
@@ -124,7 +124,7 @@ def test_the_kernels_first_cache_is_never_read_before_it_is_written(translators,
             value.update_inplace(np.full(value.shape(), np.nan, np.float32))
         return values
 
-    monkeypatch.setattr(OrtDecoder, "_first_cache", poisoned)
+    monkeypatch.setattr(SlotTableDecoder, "_first_cache", poisoned)
     got = translator.translate(texts, opts, batch_size=3)
     assert [[t.text for t in n_best] for n_best in got] == [[t.text for t in n_best] for n_best in expected]
     assert np.isfinite([[t.score for t in n_best] for n_best in got]).all()
@@ -150,7 +150,7 @@ def test_without_a_library_the_step_runs_as_exported(tiny_model_dir, tmp_path, m
     monkeypatch.setattr(sessions, "built_library", lambda: None if library == "none" else not_a_library)
     with caplog.at_level(logging.WARNING, logger=sessions.__name__):
         translator = Translator(tiny_model_dir, provider="cpu", threads=1)
-    assert not translator.kernels
+    assert not translator.sessions.kernels
     assert "our kernels not used" in caplog.text
     assert ("not built" if library == "none" else "Failed to load library") in caplog.text
     assert translator.translate(["Ein Hund läuft."])[0][0].text

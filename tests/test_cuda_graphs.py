@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.search import Hypothesis, RunningBatch, SearchOptions, pad_batch, search
+from core.search import Hypothesis, RunningBatch, SearchOptions, StepPlan, pad_batch, search
 from service.engine import graphed
-from service.engine.decoder import OrtDecoder
+from service.engine.config import ModelOptions
+from service.engine.decoder import EagerDecoder, ExportedDecoder
 from service.engine.graphed import (
     FIRST_SLOTS,
     BucketedDecoder,
@@ -26,17 +27,18 @@ from service.engine.graphed import (
     row_position_bytes,
     tokens,
 )
+from service.engine.runner import ModelRunner
 from service.engine.sessions import ModelSessions
 
 
 @pytest.fixture(scope="module")
 def model(tiny_model_dir: Path) -> ModelSessions:
     """The sessions as a GPU has them, on the CPU provider: the step as exported (our kernels are the CPU's)."""
-    return ModelSessions(tiny_model_dir, provider="cpu", threads=1, kernels=False)
+    return ModelSessions(tiny_model_dir, ModelOptions(provider="cpu", threads=1, kernels=False))
 
 
 def test_buckets_refuse_a_step_with_our_kernels(tiny_model_dir: Path):
-    model = ModelSessions(tiny_model_dir, provider="cpu", threads=1)
+    model = ModelSessions(tiny_model_dir, ModelOptions(provider="cpu", threads=1))
     assert model.kernels
     with pytest.raises(ValueError, match="slot table"):
         BucketStore(model, model.decoder, capture=False)
@@ -71,7 +73,7 @@ def test_translations_are_the_eager_decoders(model: ModelSessions, beam_size: in
     batch = sources(count, seed=count)
     opts = SearchOptions(beam_size=beam_size, n_best=beam_size, max_length_extra=40)
     store = BucketStore(model, model.decoder, capture=False, encoder=model.encoder if encoder == "buckets" else None)
-    ours, eager = BucketedDecoder(model, store), OrtDecoder(model)
+    ours, eager = BucketedDecoder(model, store), ExportedDecoder(model)
     assert_same(search(ours, batch, opts, model.model_config), search(eager, batch, opts, model.model_config))
     assert ours.steps == eager.steps > FIRST_SLOTS
     slots = {shape.slots for shape in store.buckets}
@@ -86,7 +88,7 @@ def test_joins_and_removals_mid_batch_are_the_eager_decoders(model: ModelSession
     the caller removes sentences from, of mixed beam sizes, step by step as the eager decoder's."""
     store = BucketStore(model, model.decoder, capture=False, encoder=model.encoder if encoder == "buckets" else None)
     batches = [RunningBatch(BucketedDecoder(model, store), model.model_config),
-               RunningBatch(OrtDecoder(model), model.model_config)]
+               RunningBatch(ExportedDecoder(model), model.model_config)]
     short, long = sources(3, seed=1), [[*range(4, 30), 2], [*range(30, 70), 2]]
     options = [SearchOptions(beam_size=k, n_best=k, max_length_extra=30) for k in (1, 4, 2)]
     finished: list[dict] = [{}, {}]
@@ -113,9 +115,9 @@ def test_joins_and_removals_mid_batch_are_the_eager_decoders(model: ModelSession
 def test_the_most_rows_setting_bounds_the_model_decoders(tiny_model_dir: Path):
     """TRANSLATOR_CUDA_GRAPHS_MAX_ROWS reaches every decoder the model makes for a running batch (here with buckets
     made on the CPU provider, as a GPU would have them)."""
-    model = ModelSessions(tiny_model_dir, provider="cpu", threads=1, kernels=False, cuda_graphs_max_rows=8)
-    model.buckets = BucketStore(model, model.decoder, capture=False)
-    decoder = model.new_decoder()
+    runner = ModelRunner(tiny_model_dir, ModelOptions(provider="cpu", threads=1, kernels=False, cuda_graphs_max_rows=8))
+    runner.buckets = BucketStore(runner.sessions, runner.sessions.decoder, capture=False)
+    decoder = runner.new_decoder()
     assert isinstance(decoder, SwitchingDecoder) and decoder.most_rows == 8
 
 
@@ -126,7 +128,7 @@ def test_a_batch_that_crosses_the_bound_of_captured_rows_translates_as_the_eager
     fewer are left, and 6 that join then move them back: every hypothesis and score as the eager decoder's."""
     store = BucketStore(model, model.decoder, capture=False)
     switching = SwitchingDecoder(model, store, most_rows=4 * beam_size)
-    batches = [RunningBatch(switching, model.model_config), RunningBatch(OrtDecoder(model), model.model_config)]
+    batches = [RunningBatch(switching, model.model_config), RunningBatch(ExportedDecoder(model), model.model_config)]
     opts = SearchOptions(beam_size=beam_size, n_best=beam_size, max_length_extra=30)
     first, later = sources(9, seed=beam_size), sources(6, seed=10 + beam_size)
     finished: list[dict] = [{}, {}]
@@ -155,7 +157,7 @@ def test_a_batch_whose_bucket_the_budget_cannot_afford_steps_eagerly(model: Mode
     batch = sources(3, seed=3)
     first = bucket_shape(len(batch), 1, max(map(len, batch)), model.model_config.max_len)
     store = BucketStore(model, model.decoder, capture=False, budget=bucket_bytes(model, first))
-    switching = SwitchingDecoder(model, store, model.cuda_graphs_max_rows)
+    switching = SwitchingDecoder(model, store, model.options.cuda_graphs_max_rows)
     opts = SearchOptions(max_length_extra=40)
     moves = []
     running = RunningBatch(switching, model.model_config)
@@ -165,7 +167,7 @@ def test_a_batch_whose_bucket_the_budget_cannot_afford_steps_eagerly(model: Mode
         finished |= {s.key: s.result() for s in running.step()}
         if not moves or moves[-1] is not switching.active:
             moves.append(switching.active)
-    assert_same([finished[key] for key in range(3)], search(OrtDecoder(model), batch, opts, model.model_config))
+    assert_same([finished[key] for key in range(3)], search(ExportedDecoder(model), batch, opts, model.model_config))
     assert moves == [switching.bucketed, switching.eager]
     assert list(store.buckets) == [first] and store.bytes == store.budget
 
@@ -180,7 +182,7 @@ def test_encoder_buckets_count_in_the_budget_and_encode_eagerly_beyond_it(model:
         store = BucketStore(model, model.decoder, capture=False, budget=bucket_bytes(model, first) + extra,
                             encoder=model.encoder)
         ours = search(BucketedDecoder(model, store), batch, opts, cfg)
-        assert_same(ours, search(OrtDecoder(model), batch, opts, cfg))
+        assert_same(ours, search(ExportedDecoder(model), batch, opts, cfg))
         assert list(store.encoder_buckets) == made and store.bytes == store.budget
 
 
@@ -214,7 +216,7 @@ def test_a_beam_batch_whose_second_self_set_the_budget_cannot_afford_steps_eager
         repeat = np.full(len(batch), beam_size)
         first = bucket_shape(int(repeat.sum()), 1, max(map(len, batch)), cfg.max_len)
         store = BucketStore(model, model.decoder, capture=False, budget=bucket_bytes(model, first))
-        switching = SwitchingDecoder(model, store, model.cuda_graphs_max_rows)
+        switching = SwitchingDecoder(model, store, model.options.cuda_graphs_max_rows)
         opts = SearchOptions(beam_size=beam_size, max_length=6)
         running = RunningBatch(switching, cfg)
         running.add(batch, [opts] * len(batch), [0, 1])
@@ -223,7 +225,7 @@ def test_a_beam_batch_whose_second_self_set_the_budget_cannot_afford_steps_eager
         finished = {}
         while len(running):
             finished |= {s.key: s.result() for s in running.step()}
-        assert_same([finished[0], finished[1]], search(OrtDecoder(model), batch, opts, cfg))
+        assert_same([finished[0], finished[1]], search(ExportedDecoder(model), batch, opts, cfg))
         assert store.bytes <= store.budget and all(len(b.self_sets) == 1 for b in store.buckets.values())
 
 
@@ -235,7 +237,7 @@ def test_buckets_are_kept_from_batch_to_batch(model: ModelSessions):
     search(BucketedDecoder(model, store), batch, opts, model.model_config)
     buffers = {shape: (id(b), dict(b.steps)) for shape, b in store.buckets.items()}
     again = search(BucketedDecoder(model, store), batch, opts, model.model_config)
-    assert_same(again, search(OrtDecoder(model), batch, opts, model.model_config))
+    assert_same(again, search(ExportedDecoder(model), batch, opts, model.model_config))
     assert {shape: (id(b), dict(b.steps)) for shape, b in store.buckets.items()} == buffers
 
 
@@ -250,20 +252,20 @@ def test_slots_left_from_earlier_batches_are_never_read(model: ModelSessions):
         for value in caches(bucket):
             value.update_inplace(rng.normal(0, 100, value.shape()).astype(np.float32))
     assert_same(search(BucketedDecoder(model, store), batch, opts, model.model_config),
-                search(OrtDecoder(model), batch, opts, model.model_config))
+                search(ExportedDecoder(model), batch, opts, model.model_config))
 
 
 def test_setting_off_runs_the_eager_decoder(tiny_model_dir: Path, caplog):
     with caplog.at_level(logging.INFO, logger=graphed.__name__):
-        model = ModelSessions(tiny_model_dir, provider="cpu", threads=1, cuda_graphs=False)
-    assert model.buckets is None and isinstance(model.new_decoder(), OrtDecoder) and not caplog.records
+        runner = ModelRunner(tiny_model_dir, ModelOptions(provider="cpu", threads=1, cuda_graphs=False))
+    assert runner.buckets is None and isinstance(runner.new_decoder(), EagerDecoder) and not caplog.records
 
 
 def test_without_cuda_the_setting_on_by_default_says_why_and_the_eager_decoder_runs(tiny_model_dir: Path, caplog):
     """On the CPU the setting (on by default) has nothing to do: one line at INFO, not a warning."""
     with caplog.at_level(logging.INFO, logger=graphed.__name__):
-        model = ModelSessions(tiny_model_dir, provider="cpu", threads=1)
-    assert model.buckets is None and isinstance(model.new_decoder(), OrtDecoder)
+        runner = ModelRunner(tiny_model_dir, ModelOptions(provider="cpu", threads=1))
+    assert runner.buckets is None and isinstance(runner.new_decoder(), EagerDecoder)
     assert [(r.levelno, r.getMessage()) for r in caplog.records] == [(
         logging.INFO, "TRANSLATOR_CUDA_GRAPHS: not used, ONNX Runtime runs on CPUExecutionProvider (CUDA graphs need "
         "the CUDA provider); the eager decoder runs")]
@@ -277,7 +279,7 @@ def test_a_refused_capture_logs_why_and_the_eager_decoder_runs(model: ModelSessi
     monkeypatch.setattr(model, "on_gpu", True)
     monkeypatch.setattr(model, "graphed_decoder", refuse)
     with caplog.at_level(logging.WARNING, logger=graphed.__name__):
-        assert graphed.captured_store(model) is None
+        assert graphed.captured_store(model, budget=None) is None
     assert [r.getMessage() for r in caplog.records] == [
         "TRANSLATOR_CUDA_GRAPHS: not used, capture refused (all nodes must be on the CUDA provider); the eager "
         "decoder runs"]
@@ -293,7 +295,7 @@ def test_an_encoder_that_cannot_be_captured_runs_eagerly_beside_captured_steps(m
     monkeypatch.setattr(model, "graphed_decoder", lambda: model.decoder)
     monkeypatch.setattr(model, "graphed_encoder", refuse)
     with caplog.at_level(logging.INFO, logger=graphed.__name__):
-        store = graphed.captured_store(model)
+        store = graphed.captured_store(model, budget=None)
     assert store is not None and store.encoder is None and store.capture
     assert [r.getMessage() for r in caplog.records] == [
         "TRANSLATOR_CUDA_GRAPHS: the encoder runs eagerly, its capture refused (a node on the CPU)",
@@ -316,7 +318,7 @@ def test_a_captured_encoder_that_translates_otherwise_is_refused(model: ModelSes
 
     monkeypatch.setattr(graphed.EncoderBucket, "run", wrong)
     with caplog.at_level(logging.INFO, logger=graphed.__name__):
-        store = graphed.captured_store(model)
+        store = graphed.captured_store(model, budget=None)
     assert store is not None and store.encoder is None and not store.encoder_buckets
     assert store.bytes == sum(bucket_bytes(model, shape) for shape in store.buckets)  # the encoder's buckets gone
     assert "the captured encoder translates otherwise than the eager one" in caplog.records[0].getMessage()
@@ -335,7 +337,7 @@ def test_a_probe_that_translates_otherwise_is_refused(model: ModelSessions, monk
 
     monkeypatch.setattr(BucketStore, "run", wrong)
     with caplog.at_level(logging.WARNING, logger=graphed.__name__):
-        assert graphed.captured_store(model) is None
+        assert graphed.captured_store(model, budget=None) is None
     assert "translates otherwise than the eager one" in caplog.records[0].getMessage()
 
 
@@ -360,8 +362,8 @@ def test_padding_rows_change_no_real_row(model: ModelSessions):
     ours.add(np.array([[5, 6, 7, 2]]), np.array([[True] * 4]), np.array([3]))
     wide = ours.step(np.array([1, 1, 1]), 4)
     assert ours.current.shape == Shape(rows=4, slots=FIRST_SLOTS, source=16)
-    ours.select(np.array([0]), np.array([0]))
-    eager = OrtDecoder(model)
+    ours.apply(StepPlan(np.array([0]), np.array([0])))
+    eager = ExportedDecoder(model)
     eager.add(np.array([[5, 6, 7, 2]]), np.array([[True] * 4]), np.array([1]))
     first = eager.step(np.array([1]), 4)
     np.testing.assert_array_equal(wide[0][:1], first[0])
@@ -378,7 +380,7 @@ def test_rows_that_leave_a_bucket_move_no_cache(model: ModelSessions, monkeypatc
     monkeypatch.setattr(BucketedDecoder, "_gather", lambda self, *args: copies.append(args) or gather(self, *args))
     monkeypatch.setattr(BucketedDecoder, "_fill", lambda self, shape, *args: moves.append(shape)
                         or fill(self, shape, *args))
-    batches = [RunningBatch(ours, model.model_config), RunningBatch(OrtDecoder(model), model.model_config)]
+    batches = [RunningBatch(ours, model.model_config), RunningBatch(ExportedDecoder(model), model.model_config)]
     opts = SearchOptions(max_length_extra=30)
     first, later = sources(8, seed=21), sources(3, seed=22)
     finished: list[dict] = [{}, {}]
@@ -411,18 +413,19 @@ def test_a_beam_reorder_after_rows_left_gathers_from_their_places(model: ModelSe
     gather reads each row's self-attention caches at its place and writes them at the places the sentence's rows
     held (where its encoder keys/values stay); the steps' outputs as the eager decoder's."""
     ours = BucketedDecoder(model, BucketStore(model, model.decoder, capture=False))
-    eager = OrtDecoder(model)
+    eager = ExportedDecoder(model)
     src, mask = pad_batch(sources(3, seed=31), model.model_config.pad_id)
     outputs = []
     for decoder in (ours, eager):
         decoder.add(src, mask, np.array([2, 1, 3]))  # rows: a a b c c c
         steps = [decoder.step(np.ones(6, np.int64), 4)]
-        decoder.select(np.array([0, 1, 3, 4, 5]), np.array([0, 1, 3, 4, 5]))  # b leaves
+        decoder.apply(StepPlan(np.array([0, 1, 3, 4, 5]), np.array([0, 1, 3, 4, 5])))  # b leaves
         steps.append(decoder.step(steps[-1][0][[0, 1, 3, 4, 5], 0], 4))
         if decoder is ours:
             assert ours.places.tolist() == [0, 1, 3, 4, 5] and ours.current.shape.rows == 8
             cross_set, cross = ours.cross_set, [v.numpy().copy() for v in ours.current.cross_sets[ours.cross_set]]
-        decoder.select(np.array([1, 1, 3, 2, 4]), None)  # a's second row has two children; c's rows change places
+        # a's second row has two children; c's rows change places
+        decoder.apply(StepPlan(np.array([1, 1, 3, 2, 4]), None))
         steps.append(decoder.step(steps[-1][0][[1, 1, 3, 2, 4], 1], 4))
         outputs.append(steps)
         if decoder is ours:

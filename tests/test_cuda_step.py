@@ -20,8 +20,9 @@ from bench.offline.gpu_check import CPU, Bucket, as_inputs_of, optimized_like_cu
 from core.folder import IR_VERSION, OPSET, FolderConfig, GraphIO
 from core.search import SearchOptions, search
 from service.engine import sessions
+from service.engine.config import ModelOptions
 from service.engine.cuda_step import with_skip_layer_norms
-from service.engine.decoder import OrtDecoder
+from service.engine.decoder import ExportedDecoder
 from service.engine.graphed import BucketedDecoder, BucketStore, tokens
 from service.engine.sessions import ModelSessions
 
@@ -119,15 +120,15 @@ def test_sums_it_cannot_fuse_are_left_and_a_sum_read_as_an_output_is_kept():
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_the_gpu_decoder_runs_the_rewritten_step_and_translates_as_the_exported_one_eager_and_in_buckets(
         tiny_model_dir: Path, beam_size: int):
-    model = ModelSessions(tiny_model_dir, provider="cpu", threads=1, kernels=False)
+    model = ModelSessions(tiny_model_dir, ModelOptions(provider="cpu", threads=1, kernels=False))
     rng = np.random.default_rng(beam_size)
     sources = [[*rng.integers(4, 90, rng.integers(3, 20)).tolist(), 2] for _ in range(6)]
     opts = SearchOptions(beam_size=beam_size, max_length=40)
-    exported = search(OrtDecoder(model), sources, opts, model.model_config)
+    exported = search(ExportedDecoder(model), sources, opts, model.model_config)
     model.decoder = model._gpu_decoder(model.config.graphs["fp32"]["decoder"])  # what a GPU's ModelSessions does
     assert isinstance(model.step_graph, bytes)
     assert "SkipLayerNormalization" in counts(onnx.load_from_string(model.step_graph))
-    eager = search(OrtDecoder(model), sources, opts, model.model_config)
+    eager = search(ExportedDecoder(model), sources, opts, model.model_config)
     bucketed = search(BucketedDecoder(model, BucketStore(model, model.decoder, capture=False)), sources, opts,
                       model.model_config)
     assert tokens(eager) == tokens(exported)
@@ -144,10 +145,10 @@ def test_the_gpu_decoder_falls_back_to_the_exported_step_where_onnx_runtime_refu
         return fused
 
     monkeypatch.setattr(sessions, "with_skip_layer_norms", refused)
-    model = ModelSessions(tiny_model_dir, provider="cpu", threads=1, kernels=False)
+    model = ModelSessions(tiny_model_dir, ModelOptions(provider="cpu", threads=1, kernels=False))
     name = model.config.graphs["fp32"]["decoder"]
     with caplog.at_level(logging.WARNING, logger="service.engine.sessions"):
         model.decoder = model._gpu_decoder(name)
     assert model.step_graph == name
     assert "residual sums unfused" in caplog.text
-    assert search(OrtDecoder(model), [[5, 9, 2]], SearchOptions(max_length=4), model.model_config)
+    assert search(ExportedDecoder(model), [[5, 9, 2]], SearchOptions(max_length=4), model.model_config)

@@ -1,4 +1,4 @@
-"""The eager decoder (service.engine.decoder.OrtDecoder) where ONNX Runtime copies the host's inputs when they are
+"""The eager decoder (service.engine.decoder.ExportedDecoder) where ONNX Runtime copies the host's inputs when they are
 bound, as a GPU session does: its translations are those of the CPU's, where a bound input shares the array's
 memory. Without a GPU, a session wrapper copies them as onnxruntime's IOBinding::BindInput does for a GPU node."""
 
@@ -12,7 +12,8 @@ import pytest
 
 from core.folder import GraphIO
 from core.search import SearchOptions, search
-from service.engine.decoder import OrtDecoder
+from service.engine.config import ModelOptions
+from service.engine.decoder import ExportedDecoder
 from service.engine.graphed import tokens
 from service.engine.sessions import ModelSessions
 
@@ -54,7 +55,7 @@ class CopyingSession:
 
 def copying_model(folder: Path, copies_bound_inputs: bool) -> ModelSessions:
     """The CPU's sessions as a GPU's: the step as exported (our kernels are the CPU's), its bindings copying."""
-    model = ModelSessions(folder, provider="cpu", threads=1, kernels=False)
+    model = ModelSessions(folder, ModelOptions(provider="cpu", threads=1, kernels=False))
     model.decoder, model.copies_bound_inputs = CopyingSession(model.decoder), copies_bound_inputs
     return model
 
@@ -64,10 +65,10 @@ def test_a_decoder_whose_inputs_are_copied_when_bound_translates_as_on_the_cpu(t
     rng = np.random.default_rng(beam_size)
     batch = [[*rng.integers(4, 90, rng.integers(3, 20)).tolist(), 2] for _ in range(5)]
     opts = SearchOptions(beam_size=beam_size, n_best=beam_size, max_length_extra=20)
-    cpu = ModelSessions(tiny_model_dir, provider="cpu", threads=1, kernels=False)
-    expected = tokens(search(OrtDecoder(cpu), batch, opts, cpu.model_config))
+    cpu = ModelSessions(tiny_model_dir, ModelOptions(provider="cpu", threads=1, kernels=False))
+    expected = tokens(search(ExportedDecoder(cpu), batch, opts, cpu.model_config))
     copying = copying_model(tiny_model_dir, copies_bound_inputs=True)
-    assert tokens(search(OrtDecoder(copying), batch, opts, copying.model_config)) == expected
+    assert tokens(search(ExportedDecoder(copying), batch, opts, copying.model_config)) == expected
     # the wrapper bites: a decoder that binds its inputs once reads the first step's tokens and positions ever after
     stale = copying_model(tiny_model_dir, copies_bound_inputs=False)
-    assert tokens(search(OrtDecoder(stale), batch, opts, stale.model_config)) != expected
+    assert tokens(search(ExportedDecoder(stale), batch, opts, stale.model_config)) != expected

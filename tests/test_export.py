@@ -23,7 +23,8 @@ import torch
 
 from core.corpus import load_test_set, multi30k_dir
 from core.folder import FolderConfig, GraphIO, cache_names
-from core.search import CACHE_SLOTS, SearchOptions, block_items, cache_slots, filled_order, pad_batch, search
+from core.search import SearchOptions, StepPlan, block_items, filled_order, pad_batch, search
+from core.slots import CACHE_SLOTS, cache_slots
 from core.tokenizer import Tokenizer
 from export import onnx_files
 from export.__main__ import VARIANTS, export_model
@@ -36,7 +37,8 @@ from model.tokenizer import train_sentencepiece
 from model.train import batch_loss, collate, encode_pairs
 from model.transformer import Transformer, best_next_tokens
 from service.engine.cache_graphs import join_graph, select_graph
-from service.engine.decoder import KERNELS_FIRST_SLOTS, OrtDecoder
+from service.engine.config import ModelOptions
+from service.engine.decoder import KERNELS_FIRST_SLOTS, ExportedDecoder, SlotTableDecoder
 from service.engine.graphed import BucketedDecoder, BucketStore
 from service.engine.kernels.graph import SLOT_ROWS
 from service.engine.sessions import ModelSessions
@@ -414,7 +416,7 @@ def test_a_sentence_s_steps_do_not_depend_on_the_rows_beside_it(exported: Export
     grown to 16 slots; with our kernels, held 32 from the first step) and stays after that row leaves (the caches
     shrink to what it needs) gets, step by step, what it gets alone."""
     translator, cfg = exported.translator(kernels=kernels), exported.model.cfg
-    assert translator.kernels == kernels
+    assert translator.sessions.kernels == kernels
     long, short = translator.encode_texts([" ".join(SENTENCES[:2]), "Berlin."])
     tokens = np.random.default_rng(0).integers(4, cfg.vocab_size, 30)
     alone = translator.new_decoder()
@@ -428,7 +430,7 @@ def test_a_sentence_s_steps_do_not_depend_on_the_rows_beside_it(exported: Export
     got = [shared.step(np.array([tokens[22 + i], tokens[i]]), 5) for i in range(3)]
     assert shared.slots == (KERNELS_FIRST_SLOTS if kernels else 2 * CACHE_SLOTS)
     assert shared.src_mask.shape[1] == len(long)
-    shared.select(np.array([1]), np.array([1]))  # the long one leaves
+    shared.apply(StepPlan(np.array([1]), np.array([1])))  # the long one leaves
     assert shared.slots == CACHE_SLOTS and shared.src_mask.shape[1] == len(short)
     assert {x.shape()[2] for x in shared.cross_kv} == {len(short)}
     got += [shared.step(tokens[i : i + 1], 5) for i in range(3, 6)]
@@ -445,7 +447,7 @@ def test_beam_reorders_need_no_new_cache_buffers(exported: Exported, kernels: bo
     our kernels they move within the caches themselves (the move graph). The host's inputs (tokens, positions) are
     written in place: the step bindings read the decoder's own arrays, bound once."""
     translator, cfg = exported.translator(kernels=kernels), exported.model.cfg
-    assert translator.kernels == kernels
+    assert translator.sessions.kernels == kernels
     source, beams = translator.encode_texts([SENTENCES[0]]), 3
     tokens = np.random.default_rng(0).integers(4, cfg.vocab_size, (4, beams))
     orders = [np.array([2, 0, 0]), np.array([1, 2, 0]), np.array([0, 0, 1]), np.array([2, 1, 0])]
@@ -457,11 +459,12 @@ def test_beam_reorders_need_no_new_cache_buffers(exported: Exported, kernels: bo
         (top, logp), (expected_top, expected_logp) = turned.step(step_tokens, 5), fresh.step(step_tokens, 5)
         np.testing.assert_array_equal(top, expected_top, err_msg=f"step {step}")
         assert_close(logp, expected_logp, f"top_logp at step {step}")
-        turned.select(order, None)
-        fresh.select(order, order)  # rows of one sentence share its encoder keys/values: selecting them changes nothing
+        turned.apply(StepPlan(order, None))
+        # rows of one sentence share its encoder keys/values: placing them so changes nothing
+        fresh.apply(StepPlan(order, order))
         sets.append([id(x) for x in turned.self_kv])
     if kernels:
-        assert sets[0] == sets[1] == sets[2] == sets[3] and not turned.spare
+        assert sets[0] == sets[1] == sets[2] == sets[3] and isinstance(turned, SlotTableDecoder)  # no spare set
     else:
         assert sets[0] == sets[2] and sets[1] == sets[3] and sets[0] != sets[1]
     bound = [step.bound for step in turned.step_bindings.values()]
@@ -490,7 +493,7 @@ def test_with_our_kernels_a_beam_sentence_reads_its_first_rows_encoder_keys_valu
     order = filled_order(np.array([False, True, True]))  # the first sentence leaves; the last takes its place
     rows = block_items(beams, order)
     for decoder in decoders:
-        decoder.select(rows, rows)
+        decoder.apply(StepPlan(rows, rows))
     np.testing.assert_array_equal(decoders[0].cross_from, [0, 1, 1, 1])
     (top, logp), (expected_top, expected_logp) = (decoder.step(tokens[2, : len(rows)], 5) for decoder in decoders)
     np.testing.assert_array_equal(top, expected_top)
@@ -520,8 +523,9 @@ def gpu_present() -> bool:
 @pytest.mark.parametrize("provider", ["auto", "cpu"])
 def test_reported_provider_is_the_one_that_runs(exported: Exported, provider: str):
     translator = exported.translator(provider=provider)
-    assert translator.provider == translator.decoder.get_providers()[0] == translator.encoder.get_providers()[0]
-    assert translator.on_gpu == (translator.provider == "CUDAExecutionProvider")
+    sessions = translator.sessions
+    assert translator.provider == sessions.decoder.get_providers()[0] == sessions.encoder.get_providers()[0]
+    assert sessions.on_gpu == (translator.provider == "CUDAExecutionProvider")
     if provider == "cpu" or not gpu_present():
         assert translator.provider == "CPUExecutionProvider"
 
@@ -558,10 +562,10 @@ def test_fp16_graphs_keep_their_caches_in_fp16_and_translate_as_graphs_that_cast
     sources = [ids + [exported.model.cfg.eos_id] for ids in exported.tokenizer.encode(SENTENCES[:6])]
     found = {}
     for folder in (exported.directory, casting):
-        model = ModelSessions(folder, "fp16", provider="cpu", threads=1, kernels=False)
+        model = ModelSessions(folder, ModelOptions("fp16", provider="cpu", threads=1, kernels=False))
         for beam in (1, 3):
             opts = SearchOptions(beam_size=beam, max_length=24)
-            found[folder, beam] = [search(OrtDecoder(model), sources, opts, model.model_config),
+            found[folder, beam] = [search(ExportedDecoder(model), sources, opts, model.model_config),
                                    search(BucketedDecoder(model, BucketStore(model, model.decoder, capture=False)),
                                           sources, opts, model.model_config)]
         assert model.cache_type == (np.float16 if folder == exported.directory else np.float32)
@@ -586,7 +590,8 @@ def test_large_graphs_keep_their_weights_beside_them_and_translate_alike(
             onnx.checker.check_model(str(tmp_path / name))
         texts, opts = SENTENCES[:6], SearchOptions(beam_size=4, n_best=2)
         translator = Translator(tmp_path, precision, provider="cpu", threads=1)
-        assert translator.kernels == (precision != "fp16"), precision  # our kernels read the weights beside it too
+        # our kernels read the weights beside it too
+        assert translator.sessions.kernels == (precision != "fp16"), precision
         beside = translator.translate(texts, opts)
         assert beside == exported.translator(precision=precision).translate(texts, opts), precision
 

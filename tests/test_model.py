@@ -9,18 +9,17 @@ import pytest
 import torch
 
 from core.search import (
-    CACHE_SLOTS,
-    FEW_ROWS,
     Hypothesis,
     RunningBatch,
     SearchOptions,
+    StepPlan,
     block_items,
     filled_order,
-    grown_slots,
     length_penalty,
     pad_batch,
     search,
 )
+from core.slots import CACHE_SLOTS, FEW_ROWS, grown_slots
 from core.tokenizer import Tokenizer
 from model.config import preset
 from model.decode import CachedDecoder, translate_ids
@@ -186,8 +185,8 @@ class TableDecoder:
         self.t += 1
         return best.numpy(), logp.numpy()
 
-    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        self.sentence, self.t = self.sentence[rows], self.t[rows]
+    def apply(self, plan: StepPlan) -> None:
+        self.sentence, self.t = self.sentence[plan.parents], self.t[plan.parents]
 
 
 CFG = preset("tiny", vocab_size=VOCAB, max_len=MAX_LENGTH)

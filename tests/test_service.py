@@ -22,9 +22,10 @@ from client import JSON, TIMEOUT, assert_error, body, metrics, translate
 from libretranslatepy import LibreTranslateAPI
 
 from core.folder import EOS_ID, ModelConfig
-from core.search import SearchOptions
+from core.search import SearchOptions, StepPlan
 from service.engine.admission import NEWCOMER_SHARE
 from service.engine.batcher import Batcher
+from service.engine.config import BatchLimits
 from service.engine.engine import Engine
 from service.launch import RunningService, free_port, running_service
 from service.metrics import Metrics
@@ -403,9 +404,9 @@ class EchoDecoder:
         self.positions = [p + 1 for p in self.positions]
         return top, logp
 
-    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        self.sources = [self.sources[r] for r in rows]
-        self.positions = [self.positions[r] for r in rows]
+    def apply(self, plan: StepPlan) -> None:
+        self.sources = [self.sources[r] for r in plan.parents]
+        self.positions = [self.positions[r] for r in plan.parents]
 
 
 
@@ -429,8 +430,7 @@ def run_batcher(requests: list[tuple[list[list[int]], SearchOptions]], **limits)
     translator = EchoTranslator()
 
     async def main() -> list:
-        settings = {"max_batch_sentences": 64, "max_batch_tokens": 4096, "max_wait_ms": 50, "max_queue": 1024}
-        batcher = Batcher(translator, Metrics(), "echo", **{**settings, **limits})
+        batcher = Batcher(translator, Metrics(), "echo", BatchLimits(**{"max_wait_ms": 50, **limits}))
         batcher.start()
         results = await asyncio.gather(*(batcher.submit(ids, opts) for ids, opts in requests))
         await batcher.stop()
@@ -454,7 +454,7 @@ def test_batcher_answers_each_request_in_order_within_the_bounds(sentences: int,
     the bound always allows."""
     requests = [([tokens(3 + (i * 7 + j) % 5, 10 * i + j + 4) for j in range(5)], GREEDY) for i in range(6)]
     requests += [([tokens(4, 99)], BEAM)]
-    results, translator = run_batcher(requests, max_batch_sentences=sentences, max_batch_tokens=tokens_bound)
+    results, translator = run_batcher(requests, max_sentences=sentences, max_tokens=tokens_bound)
     for (sent, _), hyps in zip(requests, results):
         assert [h[0].tokens for h in hyps] == sent
     in_step = [{tuple(r) for r in rows} for rows in translator.steps]  # a beam sentence's rows say the same
@@ -473,7 +473,7 @@ def test_sentences_join_the_running_batch_and_leave_it_when_done():
     answered: dict[int, int] = {}  # short sentence -> steps run when its request was answered
 
     async def main() -> None:
-        batcher = Batcher(translator, Metrics(), "echo", 2, 4096, 0, 1024)
+        batcher = Batcher(translator, Metrics(), "echo", BatchLimits(max_sentences=2))
         batcher.start()
         first = asyncio.ensure_future(batcher.submit([long], BEAM))
         while len(translator.steps) < 3:
@@ -503,7 +503,7 @@ def test_requests_take_turns_to_join_the_batch():
     sent_at: list[int] = []
 
     async def main() -> None:
-        batcher = Batcher(translator, Metrics(), "echo", 2, 4096, 0, 1024)
+        batcher = Batcher(translator, Metrics(), "echo", BatchLimits(max_sentences=2))
         batcher.start()
         big = asyncio.ensure_future(batcher.submit([tokens(30, 10 + i) for i in range(20)], GREEDY))
         while not translator.steps:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from service.engine.config import ModelOptions
 from service.engine.sessions import ModelSessions
 
 SPINNING = "session.intra_op.allow_spinning"
@@ -21,9 +22,9 @@ def spins(model: ModelSessions) -> dict[str, bool]:
 
 @pytest.mark.parametrize("spin_threads", [True, False])
 def test_only_the_decoders_threads_spin_and_only_when_asked(tiny_model_dir: Path, spin_threads: bool):
-    model = ModelSessions(tiny_model_dir, provider="cpu", threads=2, spin_threads=spin_threads)
+    model = ModelSessions(tiny_model_dir, ModelOptions(provider="cpu", threads=2, spin_threads=spin_threads))
     assert spins(model) == {"encoder": False, "decoder": spin_threads, "select": False, "join": False, "fit": False}
 
 
 def test_the_decoders_threads_spin_by_default(tiny_model_dir: Path):
-    assert spins(ModelSessions(tiny_model_dir, provider="cpu", threads=2))["decoder"]
+    assert spins(ModelSessions(tiny_model_dir, ModelOptions(provider="cpu", threads=2)))["decoder"]

@@ -46,18 +46,21 @@ from onnx import TensorProto
 
 from bench.common.cli import command_line, settings_of
 from bench.common.defaults import REPO
+from bench.common.gpu import exit_without_gpu, gpu_environment, ort_engine, with_fp16
 from bench.common.report import markdown_table, write_results
-from bench.offline.gpu import exit_without_gpu, gpu_environment, ort_engine, with_fp16
 from core.corpus import load_test_set
 from core.folder import FolderConfig, GraphIO, ModelConfig, cache_names, fp32_io
-from core.search import CACHE_SLOTS, SearchOptions
+from core.search import SearchOptions
+from core.slots import CACHE_SLOTS
 from core.tokenizer import load_tokenizer
 from core.translate import source_ids
 from export.cuda_contract import KernelTable, fix_dims, fold_constants, missing, runtime_shape_nodes, value_shaped_nodes
 from service.engine.admission import Admission
 from service.engine.cache_graphs import NUMPY_TYPES, fit_graph, join_graph, select_graph
+from service.engine.config import ModelOptions
 from service.engine.cuda_step import with_skip_layer_norms
 from service.engine.graphed import BucketStore, Shape
+from service.engine.runner import ModelRunner
 from service.engine.sessions import CPU_UNFUSED, ModelSessions, session_options
 from service.settings import Settings
 
@@ -308,8 +311,11 @@ def graph_store(folder: Path, precision: str, provider: str, threads: int) -> Bu
     """The buckets of TRANSLATOR_CUDA_GRAPHS's decoder: captured on the GPU (None where ONNX Runtime refuses, the
     reason logged), uncaptured on the CPU provider (with the step as exported, as a GPU runs it)."""
     on_gpu = provider == CUDA
-    model = ModelSessions(folder, precision, "cuda" if on_gpu else "cpu", threads, cuda_graphs=on_gpu, kernels=False)
-    return model.buckets if on_gpu else BucketStore(model, model.decoder, capture=False, encoder=model.encoder)
+    options = ModelOptions(precision, "cuda" if on_gpu else "cpu", threads, cuda_graphs=on_gpu, kernels=False)
+    if on_gpu:
+        return ModelRunner(folder, options).buckets
+    model = ModelSessions(folder, options)
+    return BucketStore(model, model.decoder, capture=False, encoder=model.encoder)
 
 
 def session_placement(graphs: dict[str, dict[str, Path]], stores: dict[str, BucketStore | None], cfg: ModelConfig,

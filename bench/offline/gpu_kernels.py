@@ -21,8 +21,8 @@ from pathlib import Path
 
 from bench.common.cli import command_line, settings_of
 from bench.common.defaults import MODEL_DIR, RESULTS
+from bench.common.gpu import Engine, exit_without_gpu, gpu_environment, ort_engine, with_fp16
 from bench.common.report import markdown_table, write_results
-from bench.offline.gpu import Engine, exit_without_gpu, gpu_environment, ort_engine, with_fp16
 from core.corpus import load_test_set
 from core.folder import FolderConfig
 from core.search import SearchOptions

@@ -56,12 +56,13 @@ class Stopwatch:
 
 
 def instrument(t: Translator, watch: Stopwatch) -> None:
-    t.encoder.run_with_iobinding = watch.wrap("encoder", t.encoder.run_with_iobinding)
-    t.decoder.run_with_iobinding = watch.wrap("decoder", t.decoder.run_with_iobinding)
-    t.select.run_with_iobinding = watch.wrap("select", t.select.run_with_iobinding)
-    if t.move is not None:  # with our kernels, the rows move in place rather than through the select graph
-        t.move.run_with_iobinding = watch.wrap("select", t.move.run_with_iobinding)
-    t.join.run_with_iobinding = watch.wrap("join", t.join.run_with_iobinding)
+    sessions = t.sessions
+    sessions.encoder.run_with_iobinding = watch.wrap("encoder", sessions.encoder.run_with_iobinding)
+    sessions.decoder.run_with_iobinding = watch.wrap("decoder", sessions.decoder.run_with_iobinding)
+    sessions.select.run_with_iobinding = watch.wrap("select", sessions.select.run_with_iobinding)
+    if sessions.move is not None:  # with our kernels, the rows move in place rather than through the select graph
+        sessions.move.run_with_iobinding = watch.wrap("select", sessions.move.run_with_iobinding)
+    sessions.join.run_with_iobinding = watch.wrap("join", sessions.join.run_with_iobinding)
     t.tokenizer.encode = watch.wrap("tokenizer", t.tokenizer.encode)
     t.tokenizer.decode = watch.wrap("tokenizer", t.tokenizer.decode)
 

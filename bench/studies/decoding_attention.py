@@ -16,7 +16,7 @@ variants with the same inputs and outputs (so that any of them serves as a folde
   the CPU (service.engine.kernels.graph).
 --precision int8 quantizes the export and group-query as export.quantize makes a folder's int8 graphs (the kernels
 variant rewrites the quantized export). Each graph runs on the CPU provider with one thread and the service's
-session options, the caches bound in place as service.engine.decoder.OrtDecoder binds them, at each row count with
+session options, the caches bound in place as service.engine.decoder.ExportedDecoder binds them, at each row count with
 `slots` cache slots (positions drawn below it); reported are each variant's agreement with the export (logits,
 caches, best tokens) and the CPU time of one run, the median over interleaved rounds of the mean of many runs, and
 its time over the export's.

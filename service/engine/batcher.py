@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from typing import Protocol
 from core.folder import ModelConfig
 from core.search import Decoder, Hypothesis, RunningBatch, SearchOptions, Sentence
 from service.engine.admission import Admission, Throughput
+from service.engine.config import BatchLimits
 from service.engine.memory import MemoryWatch
 from service.metrics import Metrics
 from service.protocol import QueueFull, ShuttingDown
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 
 class DecodingModel(Protocol):
-    """What the batcher needs of a model: service.engine.sessions.ModelSessions, or a test's stand-in."""
+    """What the batcher needs of a model: service.engine.runner.ModelRunner, or a test's stand-in."""
 
     model_config: ModelConfig
 
@@ -68,28 +68,19 @@ class Job:
 
 
 class Batcher:
-    def __init__(
-        self,
-        model: DecodingModel,
-        metrics: Metrics,
-        name: str,
-        max_batch_sentences: int,
-        max_batch_tokens: int,
-        max_wait_ms: float,
-        max_queue: int,
-        release_after: float = 1.0,
-        max_queue_work: float = math.inf,
-        max_queue_wait_s: float = math.inf,
-    ):
+    def __init__(self, model: DecodingModel, metrics: Metrics, name: str, limits: BatchLimits | None = None):
+        limits = limits or BatchLimits()
         self.model = model
         self.metrics = metrics
         self.name = name
         self.queue_depth = metrics.queue_depth.labels(name)
-        self.admission = Admission(max_batch_sentences, max_batch_tokens, max_queue, max_queue_work, max_queue_wait_s)
+        self.admission = Admission(max_sentences=limits.max_sentences, max_tokens=limits.max_tokens,
+                                   max_queue=limits.max_queue, max_queue_work=limits.max_queue_work,
+                                   max_queue_wait=limits.max_queue_wait_s)
         self.throughput = Throughput()  # guarded by `changed`
         self.steps = 0  # decoder steps taken (only the loop's thread counts them)
-        self.max_wait = max_wait_ms / 1000
-        self.release_after = release_after
+        self.max_wait = limits.max_wait_ms / 1000
+        self.release_after = limits.release_memory_after_s
         self.pending: list[Job] = []  # waiting to join, oldest first; guarded by `changed`
         self.running: list[Job] = []  # in the running batch (only the loop's thread changes it)
         self.changed = threading.Condition()

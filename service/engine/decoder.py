@@ -1,25 +1,28 @@
-"""The decoder of a running batch over ONNX Runtime: its caches stay where ONNX Runtime runs between steps.
+"""The eager decoders of a running batch over ONNX Runtime: their caches stay where ONNX Runtime runs between steps.
 
-OrtDecoder is a core.search.Decoder over a model's sessions (service.engine.sessions): the search (offline, or the
-batcher's running batch) calls add, step and select; the caches live in OrtValues on the device, and the cache
-graphs (service.engine.cache_graphs) reorder, append and grow them there.
+Each is a core.search.Decoder (add, step, apply a StepPlan) over a model's sessions (service.engine.sessions), one
+per cache layout; the caches live in OrtValues on the device, grown by slots (core.slots) as the rows need:
+    ExportedDecoder   the step as exported, each row reading its own caches: a StepPlan moves the caches' rows
+                      through the cache graphs (service.engine.cache_graphs)
+    SlotTableDecoder  the step with our kernels (the CPU's, service.engine.kernels), each row reading its slots
+                      where a slot table says: a beam reorder reorders the table, and sentences that leave move
+                      their rows within the caches' own memory
+eager_decoder() picks the one the sessions' step runs; the GPU's buckets are service.engine.graphed.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import onnxruntime as ort
 
 from core.folder import GraphIO
-from core.search import FEW_ROWS, cache_slots, grown_slots
+from core.search import StepPlan
+from core.slots import FEW_ROWS, cache_slots, grown_slots
 from service.engine.kernels.graph import CROSS_FROM, SLOT_ROWS
-
-if TYPE_CHECKING:
-    from service.engine.sessions import ModelSessions
+from service.engine.sessions import ModelSessions, bind_caches
 
 # The slot table the step gets while every row reads its own slots (a greedy batch always): empty, so that the
 # kernel reads each row's slots side by side, with no table to look up
@@ -28,8 +31,7 @@ NO_TABLE = np.zeros((0, 0), dtype=np.int64)
 NO_CROSS = np.zeros(0, dtype=np.int64)
 
 # The first self-attention cache's slots with our kernels at a few rows: a growth (a copy of the cache, its bindings
-# anew) costs more there than slots no step reads; a beam reorder copies them (micro model at batch 1, one thread,
-# 32 against 8 slots: greedy 0.94x the time, beam 4 0.96x; the shipped model's beam 4 0.99x)
+# anew) costs more there than slots no step reads (BENCHMARKS.md)
 KERNELS_FIRST_SLOTS = 32
 
 
@@ -51,20 +53,21 @@ class StepBinding:
     binding: ort.IOBinding
     caches: list[ort.OrtValue]  # held, so that no other tensor can take their memory or their ids
     bound: dict[str, np.ndarray] = field(default_factory=dict)  # by name
-    host_arrays: int = -1  # OrtDecoder.host_arrays when they were bound
+    host_arrays: int = -1  # EagerDecoder.host_arrays when they were bound
 
 
-class OrtDecoder:
-    """A decoder (core.search.Decoder) whose caches stay where ONNX Runtime runs between steps.
+class EagerDecoder:
+    """What both eager layouts share: caches on the device, grown by slots, and a step bound to them.
 
     The caches stay on the device (GPU memory on CUDA); each decoder step's cache outputs are bound to the very
     buffers of its cache inputs, so the step writes its slot in place. The cache graphs (service.engine.cache_graphs)
-    reorder, append and grow them there. Nothing but the tokens, the positions and the top-k
-    crosses to NumPy, and on the CPU ONNX Runtime's allocator reuses the caches' memory from step to step, where
-    NumPy would allocate (and fault in) fresh pages. The host's inputs (tokens, positions, width, source mask) and
-    the top-k outputs are NumPy arrays that OrtValues wrap, bound once and written in place; a GPU session copies a
-    host input when it is bound, so there those written in place are bound again before every step (the top-k it
-    copies back at every run).
+    append and grow them there. Nothing but the tokens, the positions and the top-k crosses to NumPy, and on the CPU
+    ONNX Runtime's allocator reuses the caches' memory from step to step, where NumPy would allocate (and fault in)
+    fresh pages. The host's inputs (tokens, positions, width, source mask) and the top-k outputs are NumPy arrays
+    that OrtValues wrap, bound once and written in place; a GPU session copies a host input when it is bound, so
+    there those written in place are bound again before every step (the top-k it copies back at every run).
+    A layout says how a StepPlan moves the rows (apply), what the first cache of a batch is (_first_cache), and
+    what else its step reads (_layout_reads).
     """
 
     def __init__(self, model: ModelSessions):
@@ -84,10 +87,7 @@ class OrtDecoder:
             width=np.zeros(1, dtype=np.int64),
             top_tokens=np.zeros((0, 0), dtype=np.int64),  # the arrays the step writes its top-k into
             top_logp=np.zeros((0, 0), dtype=np.float32),
-            slot_rows=np.zeros((0, 0), dtype=np.int64),  # with our kernels: where each row's slots are (_move_rows)
-            cross_from=NO_CROSS,  # with our kernels: the row of the encoder keys/values each row reads (_cross_from)
         )
-        self.shared_slots = False  # whether some row reads slots of another row (else the step gets NO_TABLE)
         self._set_self_kv([])
 
     def hand_over(self) -> RunningRows:
@@ -103,36 +103,16 @@ class OrtDecoder:
         self._set_self_kv(rows.self_kv)
 
     def _set_self_kv(self, values: list[ort.OrtValue]) -> None:
-        """New buffers for the self-attention caches; the bindings and the spare buffers of the old ones go.
-
-        The bindings are kept from step to step and made again only for new buffers: binding a dozen tensors
-        at every step, and a new binding for every beam reorder, were a fifth of a one-sentence beam-4 step.
-        A beam reorder (select keeping every row) of the step as exported writes into `spare`, buffers of the
-        caches' shapes, which then change places with self_kv: two sets of buffers take turns, each with its step
-        and reorder bindings. With our kernels a reorder reorders the slot table instead (_move_rows).
-        """
+        """New buffers for the self-attention caches; the bindings of the old ones go. The bindings are kept from
+        step to step and made again only for new buffers: binding a dozen tensors at every step is costly."""
         self.self_kv = values
         self.slots = values[0].shape()[2] if values else 0
-        self.spare: list[ort.OrtValue] = []
-        # by the ids of the first tensors they bind (self-attention; then cross-attention for a step)
+        # by the ids of the first tensors they bind (self-attention, then cross-attention)
         self.step_bindings: dict[tuple[int, int], StepBinding] = {}
-        self.reorder_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
-        if self.model.kernels:
-            self._fit_slot_rows(values[0].shape()[0] if values else 0)
-
-    def _fit_slot_rows(self, rows: int) -> None:
-        """The slot table at the caches' rows and slots: the rows and slots it gains hold their own (rows joined;
-        slots grown, or cut)."""
-        if self.slot_rows.shape == (rows, self.slots):
-            return
-        table = own_slots(rows, self.slots)
-        kept_rows, kept_slots = min(rows, len(self.slot_rows)), min(self.slots, self.slot_rows.shape[1])
-        table[:kept_rows, :kept_slots] = self.slot_rows[:kept_rows, :kept_slots]
-        self._replace(slot_rows=table)
 
     def _replace(self, **arrays: np.ndarray) -> None:
         """Replace host arrays that the step reads or writes (positions, src_mask, tokens, width, top_tokens,
-        top_logp, slot_rows, cross_from): every binding binds them again."""
+        top_logp, and the layout's own): every binding binds them again."""
         for name, array in arrays.items():
             setattr(self, name, array)
         self.host_arrays += 1
@@ -148,7 +128,8 @@ class OrtDecoder:
         started = time.perf_counter()
         t, cfg = self.model, self.model.model_config
         cross_kv, rows = encode(t, src, src_mask, repeat)
-        if not len(self.positions):
+        running = len(self.positions)
+        if not running:
             self.cross_kv = cross_kv
             self._replace(src_mask=src_mask[rows])
             self._set_self_kv(self._first_cache(len(rows)))
@@ -161,24 +142,20 @@ class OrtDecoder:
                                                    pad_columns(src_mask[rows], length)]))
             new = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), t.cache_type)
             self._set_self_kv(self._join(self.self_kv, [new] * len(self.self_kv), self.slots))
-        if t.kernels:  # a new sentence's rows read its first row's keys/values (rows: each new row's sentence)
-            firsts = len(self.positions) + np.searchsorted(rows, rows)
-            self._cross_from(np.concatenate([self._cross_rows_read(), firsts]))
+        self._joined(running, rows)
         self._replace(positions=np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)]))
         self.encode_seconds += time.perf_counter() - started
 
+    def _joined(self, running: int, rows: np.ndarray) -> None:
+        """After an add: rows (each new row's sentence) joined after `running` rows."""
+
     def _first_cache(self, rows: int) -> list[ort.OrtValue]:
-        """The self-attention cache of a batch's first rows. The exported step reads every slot (those after a row's
-        position masked, which a NaN would not survive), so there it is cache_slots(1) slots of zeros. Our kernels
-        read no slot before they write it: theirs is memory allocated and left as it is, and at FEW_ROWS rows or
-        fewer KERNELS_FIRST_SLOTS slots, which most sentences do not outgrow."""
-        t, cfg = self.model, self.model.model_config
-        slots = cache_slots(KERNELS_FIRST_SLOTS if t.kernels and rows <= FEW_ROWS else 1, cfg.max_len)
-        shape = (rows, cfg.n_heads, slots, cfg.d_head)
-        if t.kernels:
-            return [ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, t.device) for _ in t.self_names]
-        empty = np.zeros((*shape[:2], 0, shape[3]), t.cache_type)
-        return self._resize([empty] * len(t.self_names), slots)
+        """The self-attention cache of a batch's first rows."""
+        raise NotImplementedError
+
+    def _layout_reads(self) -> dict[str, np.ndarray]:
+        """The host arrays the layout's step reads besides the tokens, positions, width and source mask."""
+        return {}
 
     def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         t = self.model
@@ -207,17 +184,11 @@ class OrtDecoder:
         step = self.step_bindings.get(key)
         if step is None:
             binding = t.decoder.io_binding()
-            caches = [*self.self_kv, *self.cross_kv]
-            for name, value in zip([*t.self_names, *t.cross_names], caches):
-                binding.bind_ortvalue_input(name, value)
-            for name, value in zip(t.new_self_names, self.self_kv):
-                binding.bind_ortvalue_output(name, value)
-            step = self.step_bindings[key] = StepBinding(binding, caches)
+            bind_caches(t, binding, self.self_kv, self.cross_kv)
+            step = self.step_bindings[key] = StepBinding(binding, [*self.self_kv, *self.cross_kv])
         if step.host_arrays != self.host_arrays:
             reads = {GraphIO.TOKENS: self.tokens, GraphIO.POSITIONS: self.positions, GraphIO.WIDTH: self.width,
-                     GraphIO.SRC_MASK: self.src_mask,
-                     **({SLOT_ROWS: self.slot_rows if self.shared_slots else NO_TABLE, CROSS_FROM: self.cross_from}
-                        if t.kernels else {})}
+                     GraphIO.SRC_MASK: self.src_mask, **self._layout_reads()}
             writes = {GraphIO.TOP_TOKENS: self.top_tokens, GraphIO.TOP_LOGP: self.top_logp}
             binding = step.binding
             for bind, arrays in ((binding.bind_ortvalue_input, reads), (binding.bind_ortvalue_output, writes)):
@@ -231,100 +202,8 @@ class OrtDecoder:
                 step.binding.bind_cpu_input(name, array)
         return step.binding
 
-    def _reorder(self, rows: np.ndarray) -> None:
-        """Beam search's select of every row: the self-attention caches' rows in a new order, written into the
-        spare buffers, which then take the caches' place."""
-        t = self.model
-        if not self.spare:
-            self.spare = [ort.OrtValue.ortvalue_from_shape_and_type(v.shape(), t.cache_type, t.device)
-                          for v in self.self_kv]
-        _, binding = self.reorder_bindings.get(id(self.self_kv[0]), (None, None))
-        if binding is None:
-            binding = t.select.io_binding()
-            for i, (value, into) in enumerate(zip(self.self_kv, self.spare)):
-                binding.bind_ortvalue_input(f"x_{i}", value)
-                binding.bind_ortvalue_output(f"y_{i}", into)
-            self.reorder_bindings[id(self.self_kv[0])] = [*self.self_kv, *self.spare], binding
-        binding.bind_cpu_input("rows", rows)
-        t.select.run_with_iobinding(binding, t.run_options)
-        self.self_kv, self.spare = self.spare, self.self_kv
-        self.positions[:] = self.positions[rows]  # in place: the step bindings read it there
-        self._count_needed()
-
-    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        if not len(rows):
-            self._empty()
-            return
-        rows = rows.astype(np.int64)
-        if self.model.move is not None:
-            self._move_rows(rows, cross_rows)
-        elif cross_rows is None and len(rows) == len(self.positions):
-            self._reorder(rows)
-        else:
-            self._set_self_kv(run_graph(self.model, self.model.select, "x", self.self_kv, {"rows": rows}))
-            self._replace(positions=self.positions[rows])
-        if cross_rows is not None:
-            if self.model.move is None:
-                self.cross_kv = run_graph(self.model, self.model.select, "x", self.cross_kv,
-                                          {"rows": cross_rows.astype(np.int64)})
-            self._replace(src_mask=self.src_mask[cross_rows])
-            self._shrink()
-
-    def _move_rows(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        """select() with our kernels, which read each slot of a row where the slot table (slot_rows, a host array
-        the step reads) says: a beam reorder reorders the table's rows, and no cache is touched (a row that takes
-        another parent reads the parent's slots where they are, and writes its next slot in its own row). When
-        sentences leave, each sentence's rows move to its new place (cross_rows: the rows at the same places of the
-        same sentences; core.search fills a batch's holes from its end, so few move), within the caches' own memory,
-        of a self-attention cache row only the slots written; the table follows them, and the caches' first rows
-        go on (views of that memory, no copy). Invariant: a row's slots from its position on are its own."""
-        table, moved = self.slot_rows[rows], None
-        if cross_rows is not None:
-            cross_rows = cross_rows.astype(np.int64)
-            moved = self._move(self.self_kv, cross_rows, self.positions)
-            slots = np.full(len(self.src_mask), self.src_mask.shape[1], dtype=np.int64)  # all: the kernel reads all
-            self.cross_kv = self._move(self.cross_kv, cross_rows, slots)
-            moved_to = np.zeros(len(self.positions), dtype=np.int64)  # each old row's new place (0: a row that left,
-            moved_to[cross_rows] = np.arange(len(cross_rows))  # which no slot of a row left reads)
-            table = moved_to[table]
-            self._cross_from(moved_to[self._cross_rows_read()[cross_rows]])
-        positions = self.positions[rows]
-        own = np.arange(len(rows))[:, None]
-        table = np.where(np.arange(self.slots) < positions[:, None], table, own)
-        if len(rows) == len(self.positions):
-            self.positions[:], self.slot_rows[:] = positions, table  # in place: the step bindings read them there
-            self._count_needed()
-        else:
-            self._replace(positions=positions, slot_rows=table)
-        if moved is not None:  # after the table: it fits the moved caches already, none is made for them
-            self._set_self_kv(moved)
-        shared = bool((table != own).any())
-        if shared != self.shared_slots:  # the step binds the table, or NO_TABLE, afresh
-            self.shared_slots = shared
-            self.host_arrays += 1
-
-    def _cross_rows_read(self) -> np.ndarray:
-        """The row of the encoder keys/values each row reads."""
-        return self.cross_from if len(self.cross_from) else np.arange(len(self.positions))
-
-    def _cross_from(self, rows: np.ndarray) -> None:
-        """Each row reads the encoder keys/values of these rows: its sentence's first. Every row of a sentence holds
-        them (the decoder keeps them all, as the exported step reads them); read from one, they come from memory once
-        a sentence rather than once a beam. NO_CROSS where each row reads its own."""
-        self._replace(cross_from=rows if (rows != np.arange(len(rows))).any() else NO_CROSS)
-
-    def _move(self, values: list[ort.OrtValue], rows: np.ndarray, lengths: np.ndarray) -> list[ort.OrtValue]:
-        """values[i][:M] = values[i][rows] in place (the move graph), each row's first lengths[row] slots; returns
-        the values' first M rows (views of their memory)."""
-        views = [first_rows(value, len(rows)) for value in values]
-        binding = self.model.move.io_binding()
-        for i, (value, view) in enumerate(zip(values, views)):
-            binding.bind_ortvalue_input(f"x_{i}", value)
-            binding.bind_ortvalue_output(f"y_{i}", view)
-        binding.bind_cpu_input("rows", rows)
-        binding.bind_cpu_input("lengths", lengths)
-        self.model.move.run_with_iobinding(binding, self.model.run_options)
-        return views
+    def apply(self, plan: StepPlan) -> None:
+        raise NotImplementedError
 
     def _shrink(self) -> None:
         """After sentences left: cut the encoder keys/values to the longest source left and the self-attention
@@ -350,6 +229,170 @@ class OrtDecoder:
         running batch's caches)."""
         pads = {"pads_b": axis2_pads(b_short)}
         return run_graph(self.model, self.model.join, "a", a, pads, second=("b", b))
+
+
+class ExportedDecoder(EagerDecoder):
+    """The step as exported: each row reads its own caches, so a StepPlan gathers the caches' rows (the select cache
+    graph). A beam reorder that keeps every row writes into spare buffers of the caches' shapes, which then change
+    places with the caches: two sets of buffers take turns, each with its step and reorder bindings."""
+
+    def _set_self_kv(self, values: list[ort.OrtValue]) -> None:
+        super()._set_self_kv(values)
+        self.spare: list[ort.OrtValue] = []
+        self.reorder_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
+
+    def _first_cache(self, rows: int) -> list[ort.OrtValue]:
+        """cache_slots(1) slots of zeros: the exported step reads every slot (those after a row's position masked,
+        which a NaN would not survive)."""
+        t, cfg = self.model, self.model.model_config
+        empty = np.zeros((rows, cfg.n_heads, 0, cfg.d_head), t.cache_type)
+        return self._resize([empty] * len(t.self_names), cache_slots(1, cfg.max_len))
+
+    def apply(self, plan: StepPlan) -> None:
+        rows, places = plan.parents.astype(np.int64), plan.places
+        if not len(rows):
+            self._empty()
+            return
+        t = self.model
+        if places is None and len(rows) == len(self.positions):
+            self._reorder(rows)
+        else:
+            self._set_self_kv(run_graph(t, t.select, "x", self.self_kv, {"rows": rows}))
+            self._replace(positions=self.positions[rows])
+        if places is not None:
+            self.cross_kv = run_graph(t, t.select, "x", self.cross_kv, {"rows": places.astype(np.int64)})
+            self._replace(src_mask=self.src_mask[places])
+            self._shrink()
+
+    def _reorder(self, rows: np.ndarray) -> None:
+        """A beam reorder of every row: the self-attention caches' rows in a new order, written into the spare
+        buffers, which then take the caches' place."""
+        t = self.model
+        if not self.spare:
+            self.spare = [ort.OrtValue.ortvalue_from_shape_and_type(v.shape(), t.cache_type, t.device)
+                          for v in self.self_kv]
+        _, binding = self.reorder_bindings.get(id(self.self_kv[0]), (None, None))
+        if binding is None:
+            binding = t.select.io_binding()
+            for i, (value, into) in enumerate(zip(self.self_kv, self.spare)):
+                binding.bind_ortvalue_input(f"x_{i}", value)
+                binding.bind_ortvalue_output(f"y_{i}", into)
+            self.reorder_bindings[id(self.self_kv[0])] = [*self.self_kv, *self.spare], binding
+        binding.bind_cpu_input("rows", rows)
+        t.select.run_with_iobinding(binding, t.run_options)
+        self.self_kv, self.spare = self.spare, self.self_kv
+        self.positions[:] = self.positions[rows]  # in place: the step bindings read it there
+        self._count_needed()
+
+
+class SlotTableDecoder(EagerDecoder):
+    """The step with our kernels, which read each slot of a row where the slot table (slot_rows, a host array the
+    step reads) says, and the encoder keys/values of a row from its sentence's first row (cross_from).
+
+    A beam reorder reorders the table's rows, and no cache is touched: a row that takes another parent reads the
+    parent's slots where they are, and writes its next slot in its own row. When sentences leave, each sentence's
+    rows move to its new place (the plan's places; core.search fills a batch's holes from its end, so few move),
+    within the caches' own memory, of a self-attention cache row only the slots written; the table follows them, and
+    the caches' first rows go on (views of that memory, no copy). Invariant: a row's slots from its position on are
+    its own.
+    """
+
+    def _empty(self) -> None:
+        self.slot_rows = np.zeros((0, 0), dtype=np.int64)  # where each row's slots are
+        self.cross_from = NO_CROSS  # the row of the encoder keys/values each row reads (_cross_from)
+        self.shared_slots = False  # whether some row reads slots of another row (else the step gets NO_TABLE)
+        super()._empty()
+
+    def _set_self_kv(self, values: list[ort.OrtValue]) -> None:
+        super()._set_self_kv(values)
+        self._fit_slot_rows(values[0].shape()[0] if values else 0)
+
+    def _fit_slot_rows(self, rows: int) -> None:
+        """The slot table at the caches' rows and slots: the rows and slots it gains hold their own (rows joined;
+        slots grown, or cut)."""
+        if self.slot_rows.shape == (rows, self.slots):
+            return
+        table = own_slots(rows, self.slots)
+        kept_rows, kept_slots = min(rows, len(self.slot_rows)), min(self.slots, self.slot_rows.shape[1])
+        table[:kept_rows, :kept_slots] = self.slot_rows[:kept_rows, :kept_slots]
+        self._replace(slot_rows=table)
+
+    def _first_cache(self, rows: int) -> list[ort.OrtValue]:
+        """Memory allocated and left as it is: our kernels read no slot before they write it. At FEW_ROWS rows or
+        fewer, KERNELS_FIRST_SLOTS slots, which most sentences do not outgrow."""
+        t, cfg = self.model, self.model.model_config
+        slots = cache_slots(KERNELS_FIRST_SLOTS if rows <= FEW_ROWS else 1, cfg.max_len)
+        shape = (rows, cfg.n_heads, slots, cfg.d_head)
+        return [ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, t.device) for _ in t.self_names]
+
+    def _joined(self, running: int, rows: np.ndarray) -> None:
+        """A new sentence's rows read its first row's keys/values."""
+        firsts = running + np.searchsorted(rows, rows)
+        self._cross_from(np.concatenate([self._cross_rows_read(), firsts]))
+
+    def _layout_reads(self) -> dict[str, np.ndarray]:
+        return {SLOT_ROWS: self.slot_rows if self.shared_slots else NO_TABLE, CROSS_FROM: self.cross_from}
+
+    def apply(self, plan: StepPlan) -> None:
+        rows, places = plan.parents.astype(np.int64), plan.places
+        if not len(rows):
+            self._empty()
+            return
+        table, moved = self.slot_rows[rows], None
+        if places is not None:
+            places = places.astype(np.int64)
+            moved = self._move(self.self_kv, places, self.positions)
+            slots = np.full(len(self.src_mask), self.src_mask.shape[1], dtype=np.int64)  # all: the kernel reads all
+            self.cross_kv = self._move(self.cross_kv, places, slots)
+            moved_to = np.zeros(len(self.positions), dtype=np.int64)  # each old row's new place (0: a row that left,
+            moved_to[places] = np.arange(len(places))  # which no slot of a row left reads)
+            table = moved_to[table]
+            self._cross_from(moved_to[self._cross_rows_read()[places]])
+        positions = self.positions[rows]
+        own = np.arange(len(rows))[:, None]
+        table = np.where(np.arange(self.slots) < positions[:, None], table, own)
+        if len(rows) == len(self.positions):
+            self.positions[:], self.slot_rows[:] = positions, table  # in place: the step bindings read them there
+            self._count_needed()
+        else:
+            self._replace(positions=positions, slot_rows=table)
+        if moved is not None:  # after the table: it fits the moved caches already, none is made for them
+            self._set_self_kv(moved)
+        shared = bool((table != own).any())
+        if shared != self.shared_slots:  # the step binds the table, or NO_TABLE, afresh
+            self.shared_slots = shared
+            self.host_arrays += 1
+        if places is not None:
+            self._replace(src_mask=self.src_mask[places])
+            self._shrink()
+
+    def _cross_rows_read(self) -> np.ndarray:
+        """The row of the encoder keys/values each row reads."""
+        return self.cross_from if len(self.cross_from) else np.arange(len(self.positions))
+
+    def _cross_from(self, rows: np.ndarray) -> None:
+        """Each row reads the encoder keys/values of these rows: its sentence's first. Every row of a sentence holds
+        them (the decoder keeps them all, as the exported step reads them); read from one, they come from memory once
+        a sentence rather than once a beam. NO_CROSS where each row reads its own."""
+        self._replace(cross_from=rows if (rows != np.arange(len(rows))).any() else NO_CROSS)
+
+    def _move(self, values: list[ort.OrtValue], rows: np.ndarray, lengths: np.ndarray) -> list[ort.OrtValue]:
+        """values[i][:M] = values[i][rows] in place (the move graph), each row's first lengths[row] slots; returns
+        the values' first M rows (views of their memory)."""
+        views = [first_rows(value, len(rows)) for value in values]
+        binding = self.model.move.io_binding()
+        for i, (value, view) in enumerate(zip(values, views)):
+            binding.bind_ortvalue_input(f"x_{i}", value)
+            binding.bind_ortvalue_output(f"y_{i}", view)
+        binding.bind_cpu_input("rows", rows)
+        binding.bind_cpu_input("lengths", lengths)
+        self.model.move.run_with_iobinding(binding, self.model.run_options)
+        return views
+
+
+def eager_decoder(model: ModelSessions) -> EagerDecoder:
+    """The eager decoder of the layout the sessions' step reads: the slot table where it runs our kernels."""
+    return SlotTableDecoder(model) if model.kernels else ExportedDecoder(model)
 
 
 def encode(model: ModelSessions, src: np.ndarray, src_mask: np.ndarray,

@@ -24,8 +24,9 @@ from typing import Protocol
 from core.folder import model_folders
 from core.search import Hypothesis, SearchOptions
 from service.engine.batcher import Batcher
+from service.engine.config import EngineConfig
 from service.engine.memory import resident_bytes
-from service.engine.sessions import ModelSessions
+from service.engine.runner import ModelRunner
 from service.metrics import Metrics
 from service.protocol import EngineStalled, PairInfo, Phase, ShuttingDown
 from service.settings import Settings
@@ -47,7 +48,7 @@ class Runner(Protocol):
 ModelLoader = Callable[[Path, Settings, Metrics], tuple[list[PairInfo], Runner]]
 
 
-def warm_up(model: ModelSessions) -> None:
+def warm_up(model: ModelRunner) -> None:
     """Run every graph once greedy and once with beams, so that no request pays for a first run."""
     ids = [*range(4, min(model.model_config.vocab_size, 10)), model.model_config.eos_id]
     for beam_size in (1, 2):
@@ -56,16 +57,14 @@ def warm_up(model: ModelSessions) -> None:
 
 def load_model(folder: Path, settings: Settings, metrics: Metrics) -> tuple[list[PairInfo], Runner]:
     """A model folder's sessions, warm, behind a batcher; the pairs it serves."""
-    s = settings
-    model = ModelSessions(folder, s.precision, s.provider, s.threads, s.optimization, s.spin_threads,
-                          s.cuda_graphs, s.kernels, s.cuda_graphs_memory_mb, s.cuda_graphs_max_rows)
+    config = EngineConfig.from_settings(settings)
+    model = ModelRunner(folder, config.model)
     warm_up(model)
-    log.info("model %s (%s) ready on %s (%s%s)", model.name, folder, model.provider, s.precision,
-             ", our kernels" if model.kernels else "")
-    metrics.model_info.labels(model.name, model.provider, s.precision).set(1)
-    batcher = Batcher(model, metrics, model.name, s.max_batch_sentences, s.max_batch_tokens, s.max_wait_ms,
-                      s.max_queue, s.release_memory_after_s, s.max_queue_work, s.max_queue_wait_s)
-    pairs = [PairInfo(source, target, str(folder), model.provider, s.precision) for source, target in
+    log.info("model %s (%s) ready on %s (%s%s)", model.name, folder, model.provider, config.model.precision,
+             ", our kernels" if model.sessions.kernels else "")
+    metrics.model_info.labels(model.name, model.provider, config.model.precision).set(1)
+    batcher = Batcher(model, metrics, model.name, config.batch)
+    pairs = [PairInfo(source, target, str(folder), model.provider, config.model.precision) for source, target in
              model.config.pairs]
     return pairs, batcher
 

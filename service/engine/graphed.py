@@ -48,15 +48,15 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import onnxruntime as ort
 
 from core.folder import GraphIO
-from core.search import Hypothesis, SearchOptions, cache_slots, search
+from core.search import Hypothesis, SearchOptions, StepPlan, search
+from core.slots import cache_slots
 from service.engine.decoder import (
-    OrtDecoder,
+    ExportedDecoder,
     RunningRows,
     axis2_pads,
     encode,
@@ -64,9 +64,7 @@ from service.engine.decoder import (
     pad_columns,
     run_graph,
 )
-
-if TYPE_CHECKING:
-    from service.engine.sessions import ModelSessions
+from service.engine.sessions import ModelSessions, bind_caches
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +116,7 @@ def encoder_bucket_bytes(model: ModelSessions, key: tuple[int, int]) -> int:
 
 
 @dataclass
-class StepBinding:
+class BucketStep:
     """A bound step of one bucket: its self and cross sets and its width, the top-k buffers it writes, and the run
     options that name its graph (None when no capture is asked for)."""
 
@@ -143,7 +141,7 @@ class Bucket:
         self.positions = ort.OrtValue.ortvalue_from_numpy(np.zeros(shape.rows, np.int64), model.device, 0)
         self.src_mask = ort.OrtValue.ortvalue_from_numpy(np.zeros((shape.rows, shape.source), bool), model.device, 0)
         self.written: tuple[np.ndarray, np.ndarray] | None = None  # the source mask and places src_mask holds now
-        self.steps: dict[tuple[int, int, int], StepBinding] = {}
+        self.steps: dict[tuple[int, int, int], BucketStep] = {}
 
     def _zeros(self, length: int, names: list[str]) -> list[ort.OrtValue]:
         """A set of caches of this many positions, zeros: a tensor for each of these names (the step's inputs)."""
@@ -178,7 +176,7 @@ class Bucket:
             self.src_mask.update_inplace(padded_mask)
             self.written = src_mask, places
 
-    def step(self, self_set: int, cross_set: int, width: int) -> StepBinding:
+    def step(self, self_set: int, cross_set: int, width: int) -> BucketStep:
         """The step over these sets with this top-k width, bound the first time it is asked for."""
         key = self_set, cross_set, width
         if key not in self.steps:
@@ -292,16 +290,12 @@ class BucketStore:
             self.buckets[shape] = Bucket(self, shape)
         return self.buckets[shape]
 
-    def bind_step(self, bucket: Bucket, self_set: int, cross_set: int, width: int) -> StepBinding:
+    def bind_step(self, bucket: Bucket, self_set: int, cross_set: int, width: int) -> BucketStep:
         """A step's binding: every input and output at an address of the bucket's, the width a host value (TopK
         reads its k on the host), and, when capturing, a graph id of its own."""
         model, rows = self.model, bucket.shape.rows
         binding = self.decoder.io_binding()
-        caches = [*bucket.self_sets[self_set], *bucket.cross_sets[cross_set]]
-        for name, value in zip([*model.self_names, *model.cross_names], caches):
-            binding.bind_ortvalue_input(name, value)
-        for name, value in zip(model.new_self_names, bucket.self_sets[self_set]):
-            binding.bind_ortvalue_output(name, value)
+        bind_caches(model, binding, bucket.self_sets[self_set], bucket.cross_sets[cross_set])
         for name, value in ((GraphIO.TOKENS, bucket.tokens), (GraphIO.POSITIONS, bucket.positions),
                             (GraphIO.SRC_MASK, bucket.src_mask),
                             (GraphIO.WIDTH, ort.OrtValue.ortvalue_from_numpy(np.array([width], np.int64)))):
@@ -310,9 +304,9 @@ class BucketStore:
         top_logp = ort.OrtValue.ortvalue_from_shape_and_type([rows, width], np.float32, model.device, 0)
         binding.bind_ortvalue_output(GraphIO.TOP_TOKENS, top_tokens)
         binding.bind_ortvalue_output(GraphIO.TOP_LOGP, top_logp)
-        return StepBinding(binding, top_tokens, top_logp, self.graph_options())
+        return BucketStep(binding, top_tokens, top_logp, self.graph_options())
 
-    def run(self, step: StepBinding) -> tuple[np.ndarray, np.ndarray]:
+    def run(self, step: BucketStep) -> tuple[np.ndarray, np.ndarray]:
         """Run a bound step: the top tokens and log-probabilities of every row of its bucket."""
         self.decoder.run_with_iobinding(step.binding, step.run_options)
         return step.top_tokens.numpy(), step.top_logp.numpy()
@@ -329,7 +323,7 @@ class BucketedDecoder:
 
     def _empty(self) -> None:
         self.positions = np.zeros(0, dtype=np.int64)  # each row's next position
-        self.src_mask = np.zeros((0, 0), dtype=bool)  # cut to the longest source, as OrtDecoder's
+        self.src_mask = np.zeros((0, 0), dtype=bool)  # cut to the longest source, as ExportedDecoder's
         self.places = np.zeros(0, dtype=np.int64)  # each row's row of the bucket, where its caches are
         self.current: Bucket | None = None  # the bucket the rows are in, and which of its sets hold them
         self.self_set = self.cross_set = 0
@@ -423,10 +417,11 @@ class BucketedDecoder:
         self.positions, self.src_mask = rows.positions.copy(), rows.src_mask
         self._fill(self._shape(), rows.self_kv, rows.cross_kv, np.arange(len(self.positions)))
 
-    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
+    def apply(self, plan: StepPlan) -> None:
         """Rows that each keep their own caches (sentences leaving, a reorder) keep their places; where some row
         takes another's (a beam's two children), every row's self-attention caches are gathered into the bucket's
         other self set."""
+        rows, cross_rows = plan.parents, plan.places
         if not len(rows):
             self._empty()
             return
@@ -441,7 +436,7 @@ class BucketedDecoder:
 
     def _gather(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
         """The self-attention caches of these rows into the other self set, each new row at the place of the row
-        before it at the same place within its sentence (cross_rows'; where no sentence left, the same row): that
+        before it at the same place within its sentence (its plan's place; where no sentence left, the same row): that
         place holds its sentence's encoder keys/values, so they stay where they are."""
         bucket = self.current
         places = self.places if cross_rows is None else self.places[cross_rows]
@@ -454,14 +449,14 @@ class BucketedDecoder:
 
 class SwitchingDecoder:
     """A decoder (core.search.Decoder) that steps a running batch of at most `most_rows` rows in buckets
-    (BucketedDecoder, captured) and a larger one eagerly (OrtDecoder), moving the caches across (one copy) when the
+    (BucketedDecoder, captured) and a larger one eagerly (ExportedDecoder), moving the caches across (one copy) when the
     batch crosses: to the eager decoder as soon as it holds more rows, back to the buckets once it holds half as many
     or fewer, so that a batch near the bound does not move at every join and leave. A batch whose bucket the store
     cannot afford steps eagerly as well."""
 
     def __init__(self, model: ModelSessions, store: BucketStore, most_rows: int):
-        self.bucketed, self.eager = BucketedDecoder(model, store), OrtDecoder(model)
-        self.active: BucketedDecoder | OrtDecoder = self.bucketed
+        self.bucketed, self.eager = BucketedDecoder(model, store), ExportedDecoder(model)
+        self.active: BucketedDecoder | ExportedDecoder = self.bucketed
         self.store, self.max_len = store, model.model_config.max_len
         self.most_rows = most_rows
 
@@ -484,8 +479,8 @@ class SwitchingDecoder:
         self._fit_for(len(tokens), int(running.positions.max()) + 1, running.src_mask.shape[1], width > 1)
         return self.active.step(tokens, width)
 
-    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        self.active.select(rows, cross_rows)
+    def apply(self, plan: StepPlan) -> None:
+        self.active.apply(plan)
 
     def _fit_for(self, rows: int, positions: int, source: int, beams: bool) -> None:
         """The decoder for a batch of this many rows, positions and source tokens (with beams or not), the running
@@ -496,7 +491,7 @@ class SwitchingDecoder:
         elif self.active is self.eager and rows <= self.most_rows // 2 and affordable:
             self._switch_to(self.bucketed)
 
-    def _switch_to(self, other: BucketedDecoder | OrtDecoder) -> None:
+    def _switch_to(self, other: BucketedDecoder | ExportedDecoder) -> None:
         if len(self.active.positions):
             other.take_over(self.active.hand_over())
         self.active = other
@@ -516,10 +511,11 @@ def pad_rows(rows: np.ndarray, size: int) -> np.ndarray:
     return padded
 
 
-def captured_store(model: ModelSessions) -> BucketStore | None:
+def captured_store(model: ModelSessions, budget: int | None) -> BucketStore | None:
     """The store whose steps (and, where it can, encoder runs) ONNX Runtime captures in CUDA graphs, or None, its
     reason logged, where it cannot: not on the CUDA provider, a session that refuses capture, or a probe translation
-    that differs from the eager decoder's. An encoder that cannot be captured runs eagerly, its reason logged."""
+    that differs from the eager decoder's. An encoder that cannot be captured runs eagerly, its reason logged. The
+    buckets take at most `budget` bytes (None: no bound)."""
     if not model.on_gpu:
         log.info("TRANSLATOR_CUDA_GRAPHS: not used, ONNX Runtime runs on %s (CUDA graphs need the CUDA provider); "
                  "the eager decoder runs", model.provider)
@@ -535,8 +531,8 @@ def captured_store(model: ModelSessions) -> BucketStore | None:
                 raise RuntimeError(otherwise)
 
     try:
-        eager = tokens(search(OrtDecoder(model), sentence, opts, model.model_config))
-        store = BucketStore(model, model.graphed_decoder(), capture=True, budget=model.cuda_graphs_memory)
+        eager = tokens(search(ExportedDecoder(model), sentence, opts, model.model_config))
+        store = BucketStore(model, model.graphed_decoder(), capture=True, budget=budget)
         probe(store, eager, "the captured step translates otherwise than the eager one")
     except Exception as error:  # noqa: BLE001 - ONNX Runtime refuses with plain RuntimeErrors of many kinds
         log.warning("TRANSLATOR_CUDA_GRAPHS: not used, capture refused (%s); the eager decoder runs", error)

@@ -1,17 +1,14 @@
 """A model folder's ONNX Runtime sessions: encoder, decoder step and cache graphs, on the provider that really runs.
 
-    model = ModelSessions("models/en-de", precision="int8")
-    model.translate_ids([[12, 7, 3]], SearchOptions(beam_size=4)).hypotheses
+    sessions = ModelSessions("models/en-de", ModelOptions(precision="int8"))
 
-No tokenizer: the engine process runs ids only (the HTTP workers tokenize). The offline Translator
-(service.engine.translator) adds the tokenizer; the decoder over these sessions is service.engine.decoder.
+They only load: which decoder steps over them is the runner's choice (service.engine.runner), and the decoders
+(service.engine.decoder, service.engine.graphed) read the sessions they run.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -21,15 +18,11 @@ import onnxruntime as ort
 from onnx import helper
 
 from core.folder import FolderConfig, GraphIO
-from core.search import Hypothesis, SearchOptions, search
 from service.engine.cache_graphs import NUMPY_TYPES, fit_graph, join_graph, move_graph, select_graph
+from service.engine.config import ModelOptions
 from service.engine.cuda_step import probe_feeds, with_skip_layer_norms
-from service.engine.decoder import OrtDecoder
-from service.engine.graphed import BucketStore, SwitchingDecoder, captured_store
 from service.engine.kernels import built_library
 from service.engine.kernels.graph import KernelsRefused, with_kernels
-from service.engine.memory import trim_malloc
-from service.settings import CUDA_GRAPHS_MAX_ROWS, CUDA_GRAPHS_MEMORY_MB
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +39,6 @@ OPTIMIZATION_LEVELS = {
     "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
-
-
-@dataclass
-class BatchResult:
-    hypotheses: list[list[Hypothesis]]
-    encode_seconds: float = 0.0
-    decode_seconds: float = 0.0
-    steps: int = 0  # decoder steps run
 
 
 def session_options(threads: int, optimization: str, spin_threads: bool) -> ort.SessionOptions:
@@ -101,24 +86,15 @@ def running_provider(provider: str) -> str:
 
 
 class ModelSessions:
-    """The sessions of one model folder in one precision, and a batch translated over them (ids in, ids out)."""
+    """The sessions of one model folder in one precision, on the provider that really runs."""
 
-    def __init__(
-        self,
-        model_dir: str | Path,
-        precision: str = "fp32",
-        provider: str = "auto",
-        threads: int = 0,
-        optimization: str = "all",
-        spin_threads: bool = True,
-        cuda_graphs: bool = True,
-        kernels: bool = True,
-        cuda_graphs_memory_mb: int = CUDA_GRAPHS_MEMORY_MB,
-        cuda_graphs_max_rows: int = CUDA_GRAPHS_MAX_ROWS,
-    ):
+    def __init__(self, model_dir: str | Path, options: ModelOptions | None = None):
         self.model_dir = Path(model_dir)
+        self.options = options = options or ModelOptions()
         self.config = FolderConfig.load(self.model_dir)
         self.model_config = self.config.model
+        precision, provider, threads, optimization = (options.precision, options.provider, options.threads,
+                                                      options.optimization)
         if precision not in self.config.graphs:
             raise ValueError(f"{self.model_dir} has no {precision} graphs; it has {sorted(self.config.graphs)}")
         self.precision = precision
@@ -135,15 +111,14 @@ class ModelSessions:
         graphs = self.config.graphs[precision]
         # Only the decoder's threads may spin (spin_threads, on for the offline translator, off in the service beside
         # its HTTP workers): they wait there for the next step while the search runs. Each session has threads of
-        # its own; when all spun, the encoder's and the cache graphs' took the cores from the decoder's (beam 4,
-        # batch 16 at 0.42x the speed on 2 cores, bench/results/engines-spin.md).
-        self.options = session_options(threads, optimization, spin_threads=False)
-        self.step_options = session_options(threads, optimization, spin_threads)
+        # its own; when all spun, the encoder's and the cache graphs' took the cores from the decoder's.
+        self.session_options = session_options(threads, optimization, spin_threads=False)
+        self.step_options = session_options(threads, optimization, options.spin_threads)
         self.kernel_options = session_options(threads, optimization, spin_threads=False)  # a cache graph of ours
         self.encoder = self._session(graphs["encoder"])
         self.kernels = False  # whether the step runs our kernels (service.engine.kernels) or as exported
         self.step_graph: str | bytes = graphs["decoder"]  # the step the sessions load: on a GPU, rewritten
-        self.decoder = self._decoder(graphs["decoder"], kernels)
+        self.decoder = self._decoder(graphs["decoder"], options.kernels)
         if GraphIO.POSITIONS not in {x.name for x in self.decoder.get_inputs()}:
             raise ValueError(f"{self.model_dir} holds graphs of an older export (a cache that grows by concatenation, "
                              "no positions); export its model.pt again with `python -m export`")
@@ -158,22 +133,17 @@ class ModelSessions:
         # rows of the caches moved in place (our kernel, where the step runs ours), else None: the select graph
         self.move = self._session(move_graph(len(self.self_names)), self.kernel_options) if self.kernels else None
         # None unless needed: with any RunOptions, onnxruntime 1.31's Python run_with_iobinding looks up a
-        # gpu_graph_id entry, and the lookup of an absent entry raises and catches an error, 50 us every run
+        # gpu_graph_id entry, and the lookup of an absent entry raises and catches an error on every run
         self.run_options: ort.RunOptions | None = None
-        # TRANSLATOR_CUDA_GRAPHS: the buckets whose steps are captured (service.engine.graphed), None for the eager
-        # decoder (the setting off, or capture not possible here: the reason is logged)
-        self.cuda_graphs_memory = cuda_graphs_memory_mb * 2**20  # the buckets' budget, in bytes
-        self.cuda_graphs_max_rows = cuda_graphs_max_rows  # a running batch of more rows steps eagerly
-        self.buckets: BucketStore | None = captured_store(self) if cuda_graphs else None
 
     def _session(self, graph: str | bytes, options: ort.SessionOptions | None = None,
                  cuda_options: dict[str, str] | None = None) -> ort.InferenceSession:
         """A session, on the provider found running, of a graph file of the folder or of a graph built in memory
-        (with self.options unless told)."""
+        (with self.session_options unless told)."""
         source = graph if isinstance(graph, bytes) else str(self.model_dir / graph)
         providers = ([(self.provider, cuda_options or {}), "CPUExecutionProvider"] if self.on_gpu
                      else ["CPUExecutionProvider"])
-        return ort.InferenceSession(source, options or self.options, providers=providers,
+        return ort.InferenceSession(source, options or self.session_options, providers=providers,
                                     disabled_optimizers=None if self.on_gpu else CPU_UNFUSED)
 
     def _decoder(self, graph: str, kernels: bool) -> ort.InferenceSession:
@@ -232,36 +202,24 @@ class ModelSessions:
         """An encoder session whose runs ONNX Runtime's CUDA provider captures, one graph per gpu_graph_id."""
         return self._session(self.config.graphs[self.precision]["encoder"], cuda_options={"enable_cuda_graph": "1"})
 
-    def new_decoder(self) -> OrtDecoder | SwitchingDecoder:
-        """An empty decoder for a running batch (core.search.RunningBatch)."""
-        if self.buckets is None:
-            return OrtDecoder(self)
-        return SwitchingDecoder(self, self.buckets, self.cuda_graphs_max_rows)
+    def shrinking_arenas(self) -> None:
+        """From now on, every run frees the unused regions of ONNX Runtime's arenas (until stop_shrinking)."""
+        self.run_options = ort.RunOptions()
+        self.run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage",
+                                              "gpu:0" if self.on_gpu else "cpu:0")
 
-    def translate_ids(self, sources: list[list[int]], opts: SearchOptions) -> BatchResult:
-        """Translate source ids in one running batch; returns hypotheses and where the time went."""
-        started, decoder = time.perf_counter(), self.new_decoder()
-        hyps = search(decoder, sources, opts, self.model_config)
-        total = time.perf_counter() - started
-        return BatchResult(hyps, decoder.encode_seconds, total - decoder.encode_seconds, decoder.steps)
-
-    def release_memory(self) -> None:
-        """Give the memory of past batches back to the system: ONNX Runtime's arenas keep what the largest batch
-        took (a 64-sentence beam-8 batch: 600 MiB) for reuse. One beam-2 sentence runs every graph with arena
-        shrinkage on, which frees the arenas' unused regions, and glibc returns its free pages. A few ms: the batcher
-        calls it when the queue runs empty, never between two batches of a busy server."""
-        self.run_options = shrinking_run_options(self.device)
-        try:
-            self.translate_ids([[self.model_config.eos_id]], SearchOptions(beam_size=2, max_length=2))
-        finally:
-            self.run_options = None
-        trim_malloc()
+    def stop_shrinking(self) -> None:
+        self.run_options = None
 
 
-def shrinking_run_options(device: str) -> ort.RunOptions:
-    options = ort.RunOptions()
-    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "gpu:0" if device == "cuda" else "cpu:0")
-    return options
+def bind_caches(model: ModelSessions, binding: ort.IOBinding, self_kv: list[ort.OrtValue],
+                cross_kv: list[ort.OrtValue]) -> None:
+    """Bind a decoder step's caches: each cache output to the buffer of its input, so that the step writes its slot
+    in place, with no copy of the cache and no new memory."""
+    for name, value in zip([*model.self_names, *model.cross_names], [*self_kv, *cross_kv]):
+        binding.bind_ortvalue_input(name, value)
+    for name, value in zip(model.new_self_names, self_kv):
+        binding.bind_ortvalue_output(name, value)
 
 
 def names(session: ort.InferenceSession, prefix: str, outputs: bool = False) -> list[str]:

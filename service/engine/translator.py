@@ -10,15 +10,22 @@ engine process (service.engine.engine), with the tokenizers in the HTTP workers.
 from __future__ import annotations
 
 from functools import cached_property
+from pathlib import Path
+from typing import Any
 
 from core.search import SearchOptions
 from core.tokenizer import AnyTokenizer, load_tokenizer
 from core.translate import Translation, source_ids, translate_texts
-from service.engine.sessions import ModelSessions
+from service.engine.config import ModelOptions
+from service.engine.runner import ModelRunner
 
 
-class Translator(ModelSessions):
-    """A model folder's sessions (ModelSessions: the same arguments) with its tokenizer."""
+class Translator(ModelRunner):
+    """A model folder's runner with its tokenizer. The keywords are ModelOptions' fields: `provider="cpu"`,
+    `threads=1`, `kernels=False`, ..."""
+
+    def __init__(self, model_dir: str | Path, precision: str = "fp32", **options: Any):
+        super().__init__(model_dir, ModelOptions(precision=precision, **options))
 
     @cached_property
     def tokenizer(self) -> AnyTokenizer:

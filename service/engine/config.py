@@ -1,0 +1,66 @@
+"""How the engine runs a model folder (ModelOptions) and batches its sentences (BatchLimits): typed, and read from
+the service's settings in one place (EngineConfig.from_settings).
+
+The defaults are the offline Translator's; the service's come from service.settings.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from service.settings import CUDA_GRAPHS_MAX_ROWS, CUDA_GRAPHS_MEMORY_MB, Settings
+
+Provider = Literal["auto", "cuda", "cpu"]
+Optimization = Literal["disable", "basic", "extended", "all"]
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """How ONNX Runtime runs one model folder, and which decoder steps it (TRANSLATOR_* settings of the same names)."""
+
+    precision: str = "fp32"  # which graphs of the folder: fp32, int8, fp16
+    provider: Provider = "auto"  # asked for; the sessions say what really runs
+    threads: int = 0  # intra-op threads, 0: one per core
+    optimization: Optimization = "all"
+    spin_threads: bool = True  # whether the decoder step's idle threads spin (the offline translator's default)
+    kernels: bool = True  # the CPU's decoder step with our kernels, where built
+    cuda_graphs: bool = True  # the GPU's decoder step in captured buckets
+    cuda_graphs_memory_mb: int = CUDA_GRAPHS_MEMORY_MB  # the buckets' budget
+    cuda_graphs_max_rows: int = CUDA_GRAPHS_MAX_ROWS  # a larger running batch steps eagerly
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """What the batcher and its admission policy (service.engine.admission) allow."""
+
+    max_sentences: int = 64  # in the running batch at once
+    max_tokens: int = 4096  # padded source tokens in the running batch
+    max_queue: int = 1024  # sentences waiting
+    max_wait_ms: float = 0.0  # how long an empty batch's first sentence waits for company
+    max_queue_work: float = math.inf  # row-steps waiting
+    max_queue_wait_s: float = math.inf  # how long a sentence may wait to join
+    release_memory_after_s: float = 1.0  # idle time after which memory goes back to the system
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Everything the engine process reads of the settings to run and batch every model folder."""
+
+    model: ModelOptions = field(default_factory=ModelOptions)
+    batch: BatchLimits = field(default_factory=BatchLimits)
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> EngineConfig:
+        model = ModelOptions(
+            precision=s.precision, provider=s.provider, threads=s.threads, optimization=s.optimization,
+            spin_threads=s.spin_threads, kernels=s.kernels, cuda_graphs=s.cuda_graphs,
+            cuda_graphs_memory_mb=s.cuda_graphs_memory_mb, cuda_graphs_max_rows=s.cuda_graphs_max_rows,
+        )
+        batch = BatchLimits(
+            max_sentences=s.max_batch_sentences, max_tokens=s.max_batch_tokens, max_queue=s.max_queue,
+            max_wait_ms=s.max_wait_ms, max_queue_work=s.max_queue_work, max_queue_wait_s=s.max_queue_wait_s,
+            release_memory_after_s=s.release_memory_after_s,
+        )
+        return cls(model, batch)
