@@ -5,7 +5,8 @@ Floors, lowest first: core/ (the model folder's format, tokenizers, search, corp
 Runtime; service/ (serving) never loads PyTorch; quality/ (scores: BLEU, and a model folder as served); model/
 (training and evaluation, PyTorch) never loads ONNX Runtime; export/ (PyTorch to ONNX). bench/ and tests/ stand
 outside and may import all.
-Inside service/, by process: service/worker/ (the HTTP workers), service/protocol.py (between the processes) and
+No package imports in a circle, counting imports made only for type checking (a Protocol in a lower module breaks
+them). Inside service/, by process: service/worker/ (the HTTP workers), service/protocol.py (between the processes) and
 the supervisor's modules never load ONNX Runtime: only service/engine/ (the engine process) holds it. And no
 module imports one of a floor above its own.
 """
@@ -37,14 +38,18 @@ def modules(package: str) -> list[str]:
 
 
 def imports(module: str) -> set[str]:
-    """The modules that a module imports, anywhere in it (absolute imports: the house style)."""
+    """The modules that a module imports, anywhere in it (absolute imports: the house style); `from package import
+    name` imports package.name where that is a module."""
     path = ROOT / (module.replace(".", "/") + ".py")
     if not path.exists():
         path = ROOT / module.replace(".", "/") / "__init__.py"
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
+            for alias in node.names:
+                name = f"{node.module}.{alias.name}"
+                path = ROOT / name.replace(".", "/")
+                names.add(name if path.with_suffix(".py").exists() or path.is_dir() else node.module)
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
     return names
@@ -78,6 +83,46 @@ def test_no_import_climbs_a_floor(package: str):
 def test_the_worker_and_the_engine_never_import_each_other(side: str, other: str):
     crossing = {m: up for m in modules(side) if (up := {i for i in imports(m) if i.startswith(other)})}
     assert not crossing
+
+
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The import circles of a graph (module -> the modules it imports): each a strongly connected set of 2 or more
+    modules (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[set[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in graph[module]:
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            circle = set()
+            while not circle or module not in circle:
+                circle.add(stack.pop())
+            if len(circle) > 1:
+                found.append(circle)
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    return found
+
+
+@pytest.mark.parametrize("package", [*FLOORS, "bench"])
+def test_no_package_imports_in_a_circle(package: str):
+    inside = set(modules(package))
+    assert circles({m: (imports(m) & inside) - {m} for m in inside}) == []
+
+
+def test_the_circle_check_finds_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
 
 
 def test_the_check_sees_a_library_that_is_loaded():

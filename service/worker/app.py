@@ -18,14 +18,13 @@ import socket
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from service.metrics import Metrics
-from service.protocol import EngineClient, Phase
+from service.protocol import EngineClient
 from service.settings import Settings
 from service.worker import errors
 from service.worker.detect import LanguageDetector, every_language
@@ -35,6 +34,7 @@ from service.worker.pairs import Pairs
 from service.worker.params import invisible_characters
 from service.worker.pipeline import Pipeline
 from service.worker.routes import files, languages, operations, pages, translate
+from service.worker.state import State
 
 log = logging.getLogger(__name__)
 
@@ -42,36 +42,6 @@ log = logging.getLogger(__name__)
 def instance(pid: int | None = None) -> str:
     """Which service answered (the X-Translator-Instance header): host:pid of its main process."""
     return f"{socket.gethostname()}:{pid or os.getpid()}"
-
-
-@dataclass
-class State:
-    """What every request of this worker shares."""
-
-    settings: Settings
-    metrics: Metrics
-    engine: EngineClient
-    files: TranslatedFiles
-    pipeline: Pipeline | None = None  # once the engine is READY and this worker has loaded the pairs' tokenizers
-    serving: asyncio.Event = field(default_factory=asyncio.Event)  # set with the pipeline
-    draining: asyncio.Future | None = None  # the drain, once begun
-
-    @property
-    def phase(self) -> Phase:
-        """The engine's phase, but LOADING until this worker can translate too."""
-        if self.engine.phase is Phase.READY and self.pipeline is None:
-            return Phase.LOADING
-        return self.engine.phase
-
-    def stopping(self) -> bool:
-        """Whether this worker is on its way out: draining, or its engine gone (its answers say Connection: close)."""
-        return self.phase in (Phase.DRAINING, Phase.GONE)
-
-    def drain(self) -> asyncio.Future:
-        """Stop taking work; accepted work finishes up to drain_seconds, then what is left is answered 503."""
-        if self.draining is None:
-            self.draining = asyncio.ensure_future(self.engine.stop(self.settings.drain_seconds))
-        return self.draining
 
 
 def pipeline_for(engine: EngineClient, settings: Settings, metrics: Metrics) -> Pipeline:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from pydantic import BaseModel, ValidationError
@@ -15,9 +15,7 @@ from service.protocol import Phase
 from service.worker.errors import ClientGone, InvalidRequest, NotServing, describe
 from service.worker.params import read_params
 from service.worker.pipeline import Pipeline
-
-if TYPE_CHECKING:
-    from service.worker.app import State
+from service.worker.state import State
 
 READY_GRACE_S = 1.0  # how long a request waits for this worker to hear that the engine is ready
 Model = TypeVar("Model", bound=BaseModel)

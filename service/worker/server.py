@@ -41,7 +41,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from service.processes import DRAIN_MARGIN_SECONDS
 from service.protocol import Phase
 from service.settings import Settings
-from service.worker.app import State
+from service.worker.state import State
 
 LAST_REQUEST_S = 1.0  # when uvicorn stops, how long an idle connection may still bring a request
 LINGER_S = 1.0  # after an answer of the protocol's own, how long what the client still sends is read and dropped
