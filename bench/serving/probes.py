@@ -32,8 +32,9 @@ from pathlib import Path
 
 import httpx
 
-from bench.common.defaults import MODEL_DIR, REPO
+from bench.common.defaults import MODEL_DIR, REPO, RESULTS
 from bench.common.machine import environment, rss_mib
+from bench.common.report import write_results
 from bench.common.sentences import SENTENCES
 from bench.common.timing import timed
 from service.launch import RunningService, running_service
@@ -169,6 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     names = ["abandoned", "memory", "lone"]
     p.add_argument("--probes", nargs="+", choices=names, default=names)
     p.add_argument("--baseline-repo", type=Path, help="a checkout whose service the lone probe measures too")
+    p.add_argument("--out", type=Path, default=RESULTS / "probes.json", help="the result file")
     args = p.parse_args(argv)
     probes = {
         "abandoned": lambda: abandoned(args.model_dir, args.repeat),
@@ -177,6 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     results = {"machine": environment(["onnxruntime", "onnxruntime-gpu", "uvicorn"])}
     results |= {name: probes[name]() for name in args.probes}
+    write_results(args.out.parent, args.out.stem, results)
     print(json.dumps(results, indent=2))
 
 
