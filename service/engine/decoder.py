@@ -28,8 +28,7 @@ NO_TABLE = np.zeros((0, 0), dtype=np.int64)
 NO_CROSS = np.zeros(0, dtype=np.int64)
 
 # The first self-attention cache's slots with our kernels at a few rows: a growth (a copy of the cache, its bindings
-# anew) costs more there than slots no step reads; a beam reorder copies them (micro model at batch 1, one thread,
-# 32 against 8 slots: greedy 0.94x the time, beam 4 0.96x; the shipped model's beam 4 0.99x)
+# anew) costs more there than slots no step reads; a beam reorder copies them (docs/decisions.md)
 KERNELS_FIRST_SLOTS = 32
 
 

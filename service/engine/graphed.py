@@ -1,6 +1,6 @@
 """A decoder whose steps run in buckets of fixed shapes at fixed addresses, so that ONNX Runtime's CUDA provider can
-capture each bucket's step in a CUDA graph and replay it (TRANSLATOR_CUDA_GRAPHS, on by default: on one H200 the
-fp32 decoder was 2.15x as fast at batch 1 and 1.20-1.42x at larger batches, README's Benchmarks).
+capture each bucket's step in a CUDA graph and replay it (TRANSLATOR_CUDA_GRAPHS, on by default; its speed against
+the eager decoder: BENCHMARKS.md#the-gpu-one-h200).
 
 A bucket is the rows (sentences x beams) rounded up to a power of two, the self-attention slots to a power of two
 from FIRST_SLOTS (at most the model's max_len) and the source tokens to a power of two from FIRST_SOURCE. Its
@@ -24,14 +24,13 @@ Where each write goes, so that no captured address ever changes:
   second self set;
 - a batch that outgrows its bucket or shrinks to half of it (rows, slots or source) is fitted into the new bucket's
   first sets, one copy (the cache graph fit); the encoder keys/values of sentences that join are gathered with the
-  running rows' into the other cross set, at the first places no running row holds (one gather, measured on one
-  H200 at a tenth of the time of an in-place ScatterND of the new rows, BENCHMARKS.md); their self-attention slots
+  running rows' into the other cross set, at the first places no running row holds (one gather, faster than an
+  in-place ScatterND of the new rows: docs/decisions.md); their self-attention slots
   are not written at all (each is written by its row's step before any step reads it).
 Sentences that join are encoded in buckets as well (EncoderBucket: the sentences rounded up to a power of two, their
 tokens as the source above; captured as the steps are, or run eagerly where ONNX Runtime refuses, the reason
 logged): the keys/values it writes are gathered into the decoder's bucket, each beam's row from its sentence's,
-before the next sentence joins. On one H200 the eager encoder took 1.0-1.1 ms a lone sentence (BENCHMARKS.md),
-where 250 sentences/s allow 4 ms in all.
+before the next sentence joins: at batch 1 the eager encoder is a large share of a lone sentence's time on a GPU.
 Buckets pay at a few rows, where a step is mostly kernel launches, and not at many (BENCHMARKS.md): a running batch
 of more than TRANSLATOR_CUDA_GRAPHS_MAX_ROWS rows steps eagerly (SwitchingDecoder), and its caches move into a bucket
 once it has shrunk to half as many. The buckets' buffers stay as long as the sessions (a captured graph holds their

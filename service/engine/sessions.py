@@ -72,9 +72,8 @@ def session_options(threads: int, optimization: str, spin_threads: bool) -> ort.
     return opts
 
 
-# Graph fusions left out on the CPU: ONNX Runtime 1.31's CPU SkipLayerNormalization kernel takes 6-7x as long as
-# the Add and LayerNormalization it replaces on (N, T, D) inputs (1.72 against 0.25 ms at (64, 20, 256)), which
-# made the layer norms an eighth of a decoder step. GPU sessions keep the fusion.
+# Graph fusions left out on the CPU: ONNX Runtime 1.31's CPU SkipLayerNormalization kernel is slower than the Add
+# and LayerNormalization it replaces on (N, T, D) inputs (docs/decisions.md). GPU sessions keep the fusion.
 CPU_UNFUSED = ["SkipLayerNormFusion"]
 
 
@@ -135,8 +134,8 @@ class ModelSessions:
         graphs = self.config.graphs[precision]
         # Only the decoder's threads may spin (spin_threads, on for the offline translator, off in the service beside
         # its HTTP workers): they wait there for the next step while the search runs. Each session has threads of
-        # its own; when all spun, the encoder's and the cache graphs' took the cores from the decoder's (beam 4,
-        # batch 16 at 0.42x the speed on 2 cores, bench/results/engines-spin.md).
+        # its own; when all spun, the encoder's and the cache graphs' took the cores from the decoder's
+        # (docs/decisions.md).
         self.options = session_options(threads, optimization, spin_threads=False)
         self.step_options = session_options(threads, optimization, spin_threads)
         self.kernel_options = session_options(threads, optimization, spin_threads=False)  # a cache graph of ours
@@ -158,7 +157,7 @@ class ModelSessions:
         # rows of the caches moved in place (our kernel, where the step runs ours), else None: the select graph
         self.move = self._session(move_graph(len(self.self_names)), self.kernel_options) if self.kernels else None
         # None unless needed: with any RunOptions, onnxruntime 1.31's Python run_with_iobinding looks up a
-        # gpu_graph_id entry, and the lookup of an absent entry raises and catches an error, 50 us every run
+        # gpu_graph_id entry, and the lookup of an absent entry raises and catches an error on every run
         self.run_options: ort.RunOptions | None = None
         # TRANSLATOR_CUDA_GRAPHS: the buckets whose steps are captured (service.engine.graphed), None for the eager
         # decoder (the setting off, or capture not possible here: the reason is logged)
@@ -247,7 +246,7 @@ class ModelSessions:
 
     def release_memory(self) -> None:
         """Give the memory of past batches back to the system: ONNX Runtime's arenas keep what the largest batch
-        took (a 64-sentence beam-8 batch: 600 MiB) for reuse. One beam-2 sentence runs every graph with arena
+        took (hundreds of MiB after a large beam batch) for reuse. One beam-2 sentence runs every graph with arena
         shrinkage on, which frees the arenas' unused regions, and glibc returns its free pages. A few ms: the batcher
         calls it when the queue runs empty, never between two batches of a busy server."""
         self.run_options = shrinking_run_options(self.device)
