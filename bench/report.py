@@ -1,7 +1,8 @@
-"""BENCHMARKS.md, generated from the result files under bench/results: one section per question.
+"""BENCHMARKS.md, generated from the result files under bench/results: one section per question; and README.md's
+table of headline figures.
 
-    python -m bench.report           write BENCHMARKS.md
-    python -m bench.report --check   exit 1 when BENCHMARKS.md differs from what the results give
+    python -m bench.report           write BENCHMARKS.md and README.md's table
+    python -m bench.report --check   exit 1 when either differs from what the results give
 
 Each question names its result files; each file's provenance (commit, date, machine, command) is the one
 bench.common.report.write_results recorded in it. A file under bench/results that no question names is an error:
@@ -21,6 +22,13 @@ from pathlib import Path
 from bench.common.defaults import REPO, RESULTS
 
 OUTPUT = REPO / "BENCHMARKS.md"
+README = REPO / "README.md"
+README_BEGIN, README_END = "<!-- benchmarks-table:begin -->", "<!-- benchmarks-table:end -->"
+# the questions whose headline figures README.md shows
+README_QUESTIONS = [
+    "Our service against LibreTranslate", "Ours against CTranslate2, beam 4, one thread", "Dynamic batching under load",
+    "A lone sentence behind heavy requests", "The GPU: one H200",
+]  # fmt: skip
 IGNORED = {"tmp"}  # bench/results/tmp: scratch of the benchmarks (git-ignored)
 
 
@@ -384,6 +392,7 @@ QUESTIONS = [
         "the CPU provider): the step's residual sums fused and fp16 caches kept in fp16, buckets whose rows stay in "
         "place when sentences end, the encoder in buckets, one self set for greedy buckets, beam reorders that leave "
         "the encoder's keys/values in place, fewer nodes in the exported graphs.",
+        headline=(8, 9),
     ),
     Question(
         "CUDA graphs: how many rows a bucket holds",
@@ -465,8 +474,8 @@ def section(question: Question, results: Path) -> tuple[str, list[tuple[Question
                                      for i in question.headline]  # fmt: skip
 
 
-def render(results: Path = RESULTS) -> str:
-    """BENCHMARKS.md from the result files; raises when a file under results is named by no question."""
+def headlines(results: Path) -> tuple[list[str], list[tuple[Question, Figure, dict]]]:
+    """Every question's section and its headline figures; raises when a file under results is named by none."""
     unnamed = result_files(results) - set().union(*(cited(q, results) for q in QUESTIONS))
     if unnamed:
         raise SystemExit(f"no question of bench/report.py names {', '.join(sorted(unnamed))}: add one, or remove "
@@ -476,6 +485,23 @@ def render(results: Path = RESULTS) -> str:
         text, rows = section(question, results)
         sections.append(text)
         summary += rows
+    return sections, summary
+
+
+def with_readme_table(readme: str, results: Path = RESULTS) -> str:
+    """README.md with the headline figures of README_QUESTIONS between its markers."""
+    _, summary = headlines(results)
+    rows = ["| question | figure | today | ratio | measured |", "|---|---|---|---|---|"]
+    rows += [f"| [{q.title}](BENCHMARKS.md#{q.anchor_id}) | {f.what} | {f.value} | {f.ratio} | {p['date'][:10]}, "
+             f"{p['commit']} |" for q, f, p in summary if q.title in README_QUESTIONS]  # fmt: skip
+    before, rest = readme.split(README_BEGIN, 1)
+    _, after = rest.split(README_END, 1)
+    return before + README_BEGIN + "\n" + "\n".join(rows) + "\n" + README_END + after
+
+
+def render(results: Path = RESULTS) -> str:
+    """BENCHMARKS.md from the result files; raises when a file under results is named by no question."""
+    sections, summary = headlines(results)
     head = [
         "# Benchmarks",
         "",
@@ -503,13 +529,14 @@ def main(argv: list[str] | None = None) -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--check", action="store_true", help="exit 1 when BENCHMARKS.md is not what the results give")
     args = p.parse_args(argv)
-    text = render()
+    text, readme = render(), README.read_text()
     if args.check:
-        if OUTPUT.read_text() != text:
-            sys.exit("BENCHMARKS.md differs from bench/results: run python -m bench.report")
+        if OUTPUT.read_text() != text or readme != with_readme_table(readme):
+            sys.exit("BENCHMARKS.md or README.md's table differs from bench/results: run python -m bench.report")
         return
     OUTPUT.write_text(text)
-    print(OUTPUT)
+    README.write_text(with_readme_table(readme))
+    print(OUTPUT, README)
 
 
 if __name__ == "__main__":

@@ -106,8 +106,7 @@ class Settings(BaseSettings):
         131072, ge=1, description="decoder rows × steps waiting, each sentence counted as in "
         "`TRANSLATOR_MAX_REQUEST_WORK` (beam 8 counts eight times); beyond it requests get 503 with `Retry-After` "
         "at once, but a request that finds nothing waiting is always taken. Until the engine knows its rate (after "
-        "some seconds of decoding with work waiting) this alone bounds the queue (131,072: about 8 s of beam-8 work "
-        "on our 2-core CPU)"
+        "some seconds of decoding with work waiting) this alone bounds the queue"
     )
     max_queue_wait_s: float = Field(
         10.0, gt=0, description="how long a sentence may wait to join the running batch: a request whose work "

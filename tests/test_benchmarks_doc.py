@@ -1,4 +1,5 @@
-"""BENCHMARKS.md is what `python -m bench.report` makes of bench/results, and every result file has a question."""
+"""BENCHMARKS.md and README.md's table of headline figures are what `python -m bench.report` makes of
+bench/results, and every result file has a question."""
 
 from __future__ import annotations
 
@@ -12,6 +13,12 @@ from bench import report
 
 def test_benchmarks_md_is_generated_from_the_results():
     assert report.OUTPUT.read_text() == report.render(), "BENCHMARKS.md is stale: run python -m bench.report"
+
+
+def test_readme_benchmarks_table_is_generated_from_the_results():
+    readme = report.README.read_text()
+    assert readme.count(report.README_BEGIN) == readme.count(report.README_END) == 1
+    assert readme == report.with_readme_table(readme), "README.md's table is stale: run python -m bench.report"
 
 
 def test_every_result_file_records_its_provenance():
