@@ -4,6 +4,7 @@ bench/results, and every result file has a question."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -42,4 +43,15 @@ def test_a_changed_figure_changes_the_report(tmp_path):
     load = json.loads((results / "load.json").read_text())
     load["throughput_ratio"] = 2.5
     (results / "load.json").write_text(json.dumps(load))
-    assert "2.50× (goal ≥ 3×: not met)" in report.render(results)
+    assert "| 2.50× | goal ≥ 3×: not met |" in report.render(results)
+
+
+def test_each_summary_cell_holds_one_figure_and_its_ratio():
+    """"today" is one figure (a count "N of M" counts as one); "ratio" one ratio and its anchor, no other figure."""
+    summary = report.render().split("## Summary")[1].split("\n## ")[0]
+    rows = [line.split(" | ") for line in summary.splitlines() if line.startswith("| [")]
+    assert rows
+    measured = re.compile(r"\d[\d,.]*\s?(MiB|GiB|sentences/s|requests/s|%|ms|µs|s\b)")
+    for _, _, today, ratio, _, _ in rows:
+        assert len(re.findall(r"\d[\d,.]*", re.sub(r"\d[\d,]* of \d[\d,]*", "N", today))) <= 1, today
+        assert ratio.count("×") <= 1 and not measured.search(ratio.split("goal")[0]), ratio
