@@ -360,10 +360,11 @@ QUESTIONS = [
         "same precision and threads), 1 to 64 closed-loop clients, one test sentence per request; memory is the "
         "resident set of each server's whole process tree.",
         "LibreTranslate", ("servers.json", "servers-throughput.json"), servers,
-        "Memory comes from the run of servers.json, the first to measure both process trees; its throughput is not "
-        "quoted: that run shared 2 cores with a load average of about 9, under which LibreTranslate's CTranslate2 "
-        "threads barely ran (0.1–2.3 sentences/s; ours 40–109). Throughput comes from servers-throughput.json, an "
-        "earlier run on a quiet machine, whose memory column counted our supervisor process alone.",
+        "Memory comes from the run of servers.json, the first to measure both process trees. Its throughput is not "
+        "quoted: that run shared the 2 cores with other work, under which CTranslate2's two OpenMP threads in "
+        "LibreTranslate all but stopped (with one thread it kept going). Throughput comes from "
+        "servers-throughput.json, an earlier run on a quiet machine, whose memory column counted our supervisor "
+        "process alone. Each process's RSS counts the pages it shares with others.",
         headline=(1, 3, 7),
     ),
     Question(
