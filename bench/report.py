@@ -54,7 +54,8 @@ class Question:
 
     @property
     def anchor_id(self) -> str:
-        return "-".join("".join(c for c in self.title.lower() if c.isalnum() or c == " ").split())
+        """The id GitHub gives the section's heading: lower case, punctuation but hyphens dropped, spaces hyphens."""
+        return "".join(c for c in self.title.lower() if c.isalnum() or c in " -").replace(" ", "-")
 
 
 # --- the figures of each question ---------------------------------------------------------------------------------
