@@ -78,7 +78,7 @@ def clients_text(clients: int) -> str:
 
 
 def goal(ratio: float, wanted: str, met: bool) -> str:
-    """A ratio against a goal: "0.30× the goal (≥ 250): not met"."""
+    """A ratio against a goal: "R× the goal (≥ G): not met"."""
     return f"{times(ratio)} the goal ({wanted}): {'met' if met else 'not met'}"
 
 
