@@ -3,7 +3,8 @@ on 2 cores), `python -m bench NAME [NAME ...]` the named ones, `python -m bench 
 
 Each runs as `python -m MODULE ARGS` from the repository root, one after the other, and writes its results under
 bench/results/; the run stops at the first that fails, and when all ran, `python -m bench.report` regenerates
-BENCHMARKS.md from the results. A benchmark
+BENCHMARKS.md from the results (a result file that no question of bench/report.py names yet stops it, naming the
+file: give it a question, or remove what it supersedes). A benchmark
 that needs what only a person can give (a checkout to compare with, a running server) is skipped with a line saying
 how to run it; the GPU benchmarks run in the full run only where there is a GPU. For other arguments, run the module
 itself: `python -m bench.offline.engines --help`.
