@@ -2,7 +2,9 @@
 on 2 cores), `python -m bench NAME [NAME ...]` the named ones, `python -m bench --list` lists them.
 
 Each runs as `python -m MODULE ARGS` from the repository root, one after the other, and writes its results under
-bench/results/ (BENCHMARKS.md says which table comes from which); the run stops at the first that fails. A benchmark
+bench/results/; the run stops at the first that fails, and when all ran, `python -m bench.report` regenerates
+BENCHMARKS.md from the results (a result file that no question of bench/report.py names yet stops it, naming the
+file: give it a question, or remove what it supersedes). A benchmark
 that needs what only a person can give (a checkout to compare with, a running server) is skipped with a line saying
 how to run it; the GPU benchmarks run in the full run only where there is a GPU. For other arguments, run the module
 itself: `python -m bench.offline.engines --help`.
@@ -16,6 +18,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from bench import report
 from bench.common.defaults import REPO
 
 
@@ -84,7 +87,7 @@ BENCHMARKS = [
     Benchmark(
         "gpu_check", "bench.offline.gpu",
         "the GPU path checked: a CUDA kernel for every node, where the sessions run each node, every bucket's step "
-        "(placement, ms, outputs against the CPU's), issue 11's GPU goals; exits 2 without a GPU",
+        "(placement, ms, outputs against the CPU's), the GPU goals; exits 2 without a GPU",
         args=("--check",), gpu=True,
     ),
     Benchmark(
@@ -216,6 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         p.error(f"unknown benchmark {', '.join(unknown)}; python -m bench --list names them")
     run([BY_NAME[name] for name in args.names] or BENCHMARKS, full_run=not args.names)
+    report.main([])
 
 
 if __name__ == "__main__":

@@ -297,8 +297,9 @@ class RunningBatch:
 
         Every sentence keeps its k best unfinished continuations out of the 2k best candidates; a candidate ending
         in </s> among the k best is set aside as finished. A sentence ends at its maximum length, or once its best
-        candidate ends in </s> with n_best hypotheses finished: CTranslate2's rule (OpenNMT's too), which stops 16 %
-        sooner than waiting until no live hypothesis could beat k finished ones, at -0.1 BLEU on test_2016_flickr.
+        candidate ends in </s> with n_best hypotheses finished: CTranslate2's rule (OpenNMT's too), which stops
+        sooner than waiting until no live hypothesis could beat k finished ones, at a BLEU within noise
+        (docs/decisions.md).
         """
         g, k = rows.shape
         eos, width = self.cfg.eos_id, min(2 * k, top_logp.shape[-1])  # the vocabulary may hold fewer

@@ -65,7 +65,7 @@ class Tokenizer:
         return self.pieces + len(self.case_tags)
 
     # One call per text: SentencePiece's list calls start a thread pool each time, which on a busy server's
-    # saturated cores waits to be scheduled (10% of the event loop's time under load, 10x the work itself).
+    # saturated cores waits to be scheduled (under load, longer than the work itself).
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Token ids of each source text, without special tokens; with case tags where the model has them."""

@@ -1,7 +1,7 @@
 """Where a graph's weights go on disk: inside the .onnx file, or beside it when they are large.
 
 protobuf cannot write a message past 2 GiB, so a graph whose weights take LARGE_BYTES or more (an NLLB-600M-shaped
-model's fp32 graphs take 1.7 GB each, bench/results/large-model.md; the 1.3B and 3.3B models' more than 2 GiB)
+model's fp32 graphs, BENCHMARKS.md#converting-and-serving-a-600m-parameter-model; the 1.3B and 3.3B models')
 keeps them in one file beside it, ONNX's external data: decoder.onnx and
 decoder.onnx.data, which onnx.load and ONNX Runtime read from the graph's folder. A smaller graph stays one file, as
 the shipped models are. Every graph that export writes is written by save().

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 
-from service import processes
+from service import __version__, processes
 from service.settings import FLAGS, Settings, flag
 from service.supervisor import Supervisor
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"mt-service {__version__}")
     for name in FLAGS:
         p.add_argument(flag(name), dest=name, help=Settings.model_fields[name].description)
     args = p.parse_args(argv)

@@ -11,6 +11,7 @@ import os
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 
+from service import __version__
 from service.engine.memory import resident_bytes
 
 MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
@@ -72,6 +73,11 @@ class Metrics:
             "translator_model_info", "The model being served", ["model", "provider", "precision"], registry=r,
             multiprocess_mode="livemax",
         )
+        self.build_info = Gauge(
+            "translator_build_info", "The release serving (always 1)", ["version"], registry=r,
+            multiprocess_mode="livemax",
+        )
+        self.build_info.labels(__version__).set(1)
         # both: the engine process reports its own (it holds the models), each HTTP worker its own when it answers
         # /metrics; with several processes, each is labelled by its pid
         self.resident_memory = Gauge(

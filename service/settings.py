@@ -58,40 +58,33 @@ class Settings(BaseSettings):
     )
     spin_threads: bool = Field(
         False, description="let the decoder's idle ONNX Runtime threads spin for work rather than sleep between its "
-        "operators (the other graphs' threads never spin); on 2 cores, `true` served one client at a time 1.21–1.42× "
-        "as fast and 32 clients at 0.86–0.97× the throughput: the spinning thread takes the CPU the HTTP workers need "
-        "(BENCHMARKS.md, \"The decoder's threads spin\"). The offline Translator spins by default"
+        "operators (the other graphs' threads never spin): faster for a lone client, slower under load where the "
+        "spinning thread takes the CPU the HTTP workers need (BENCHMARKS.md#the-decoders-threads-spinning). The "
+        "offline Translator spins by default"
     )
     cuda_graphs: bool = Field(
         True, description="on the CUDA provider, run the decoder step in buckets of fixed shapes, each captured in a "
         "CUDA graph and replayed, and encode joining sentences in buckets captured the same way "
         "(service/engine/graphed.py); elsewhere, or where ONNX Runtime refuses the capture, "
         "the reason is logged and the usual decoder runs; a running batch of more than "
-        "`TRANSLATOR_CUDA_GRAPHS_MAX_ROWS` rows steps eagerly. On one H200, fp32: 2.15× the eager decoder's speed at "
-        "batch 1, 1.20–1.42× at batch 64 to 1024 and beam 4; fp16 "
-        "0.96–1.10× from batch 256 (README, Benchmarks)"
+        "`TRANSLATOR_CUDA_GRAPHS_MAX_ROWS` rows steps eagerly (BENCHMARKS.md#the-gpu-one-h200)"
     )
     cuda_graphs_memory_mb: int = Field(
         CUDA_GRAPHS_MEMORY_MB, ge=0, description="with `TRANSLATOR_CUDA_GRAPHS`, the most GPU memory its buckets' "
         "caches and its encoder buckets' outputs take, per model (they stay as long as the model: a captured graph "
         "holds their addresses); a batch whose bucket is not made yet and would not fit steps eagerly, sentences "
         "whose encoder bucket would not fit are encoded eagerly. A bucket holds a second set of self-attention "
-        "caches only once beams run in it. Every bucket of up to 256 rows (`TRANSLATOR_CUDA_GRAPHS_MAX_ROWS`) of a "
-        "shipped model would take 29 GiB greedy, 43.5 GiB with beams; the GPU check's runs over the test set keep "
-        "1.4 GiB of buckets and encoder buckets, 0.95 GiB after its greedy runs (counted on the CPU provider)"
+        "caches only once beams run in it; a bucket's size grows with its rows, slots and the model's layers"
     )
     cuda_graphs_max_rows: int = Field(
         CUDA_GRAPHS_MAX_ROWS, ge=1, description="with `TRANSLATOR_CUDA_GRAPHS`, the most rows (sentences × beams) a "
         "running batch steps with in the captured buckets; a larger one steps eagerly, and moves back into a bucket "
-        "once it holds half as many. On one H200 256 was 1.20–1.32× the speed of 64 at 256 rows (greedy batch 256, "
-        "beam 4 batch 64) and level from 1,024 rows; the test set's runs then kept 1.6 GiB of buckets (README, "
-        "Benchmarks)"
+        "once it holds half as many (BENCHMARKS.md#cuda-graphs-how-many-rows-a-bucket-holds)"
     )
     kernels: bool = Field(
         True, description="on the CPU provider, run the decoder step with kernels of our own: each attention, and "
-        "the best tokens' log-probabilities (service/engine/kernels, built by `make serve`; BENCHMARKS.md, \"Kernels "
-        "of our own in the decoder step\"); where they are not built, or the graph is not of our export, the reason "
-        "is logged and the step runs as exported"
+        "the best tokens' log-probabilities (service/engine/kernels, built by `make serve`; docs/decisions.md); where "
+        "they are not built, or the graph is not of our export, the reason is logged and the step runs as exported"
     )
     max_batch_sentences: int = Field(
         64, ge=1, description="sentences in the running batch at once (beams count once); the first sentence of a "
@@ -103,8 +96,7 @@ class Settings(BaseSettings):
     )
     max_wait_ms: float = Field(
         0.0, ge=0, description="how long an empty batch's first sentence waits for company; with 0 a lone request "
-        "runs at once, and under load sentences join the running batch at every step anyway (1 client: p50 15 "
-        "against 20–28 ms with 5; 32 clients: the same throughput)"
+        "runs at once, and under load sentences join the running batch at every step anyway"
     )
     max_queue: int = Field(
         1024, ge=1, description="sentences waiting (what the queue holds; its work is bounded by the two settings "
@@ -114,8 +106,7 @@ class Settings(BaseSettings):
         131072, ge=1, description="decoder rows × steps waiting, each sentence counted as in "
         "`TRANSLATOR_MAX_REQUEST_WORK` (beam 8 counts eight times); beyond it requests get 503 with `Retry-After` "
         "at once, but a request that finds nothing waiting is always taken. Until the engine knows its rate (after "
-        "some seconds of decoding with work waiting) this alone bounds the queue (131,072: about 8 s of beam-8 work "
-        "on our 2-core CPU)"
+        "some seconds of decoding with work waiting) this alone bounds the queue"
     )
     max_queue_wait_s: float = Field(
         10.0, gt=0, description="how long a sentence may wait to join the running batch: a request whose work "

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import html
 import json
+import subprocess
+import sys
+import tomllib
 import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
@@ -467,3 +470,12 @@ def test_keys_are_checked_before_the_request(keyed_url: str):
     response = httpx.post(keyed_url + "/translate", json={"q": ENGLISH, "source": "en", "target": "fr"},
                           timeout=TIMEOUT)
     assert_error(response, 403)
+
+
+def test_the_release_is_named_by_version_health_and_metrics(url: str):
+    """pyproject.toml's version, in `python -m service --version`, /health and the build-info gauge of /metrics."""
+    version = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["version"]
+    shown = subprocess.run([sys.executable, "-m", "service", "--version"], capture_output=True, text=True, check=True)
+    assert shown.stdout.split() == ["mt-service", version]
+    assert httpx.get(f"{url}/health", timeout=TIMEOUT).json() == {"status": "ok", "version": version}
+    assert f'translator_build_info{{version="{version}"}} 1.0' in httpx.get(f"{url}/metrics", timeout=TIMEOUT).text

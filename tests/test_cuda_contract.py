@@ -155,7 +155,7 @@ def test_an_operator_version_the_cuda_kernels_do_not_reach_fails(table: KernelTa
 
 
 def test_a_type_the_cuda_kernel_does_not_take_fails(table: KernelTable):
-    """GroupQueryAttention (BENCHMARKS.md: tried on the CPU, not adopted without knowing this): fp16 and bf16 only."""
+    """GroupQueryAttention (docs/decisions.md: tried on the CPU, not adopted without knowing this): fp16, bf16 only."""
     names = ["query", "key", "value", "past_key", "past_value", "seqlens_k", "total_sequence_length"]
 
     def attention(dtype: int) -> onnx.ModelProto:

@@ -333,6 +333,6 @@ def test_a_one_megabyte_word_document_is_read_and_written_in_seconds():
     assert len(data) > 1_000_000
     start = time.perf_counter()
     result = docx.Document(io.BytesIO(translated(data, ".docx", upper)))
-    assert time.perf_counter() - start < 30  # 1.5 s on the 2-core machine this was written on
+    assert time.perf_counter() - start < 30  # a generous bound: reading it back must not be quadratic
     assert len(result.paragraphs) == 9000
     assert all(run.text.isupper() for run in result.paragraphs[-1].runs if run.bold)

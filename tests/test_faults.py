@@ -390,10 +390,9 @@ def shipped_server(tmp_path: Path) -> Iterator[RunningService]:
 
 
 def test_the_work_of_16_abandoned_requests_is_not_done(shipped_server: RunningService):
-    """16 clients each send 64 sentences with beam 4 and hang up at once; before the fix their 1,024 sentences were
-    all decoded (the next request waited 10.5 s behind them; bench.serving.probes measures that wait). Nobody waits
-    for that work any more, so it must not be done: few of the sentences ever join the running batch, and the decoder
-    runs a fraction of the steps the work takes."""
+    """16 clients each send 64 sentences with beam 4 and hang up at once (bench.serving.probes measures the next
+    request's wait). Nobody waits for that work, so it must not be done: few of the sentences ever join the running
+    batch, and the decoder runs a fraction of the steps the work takes."""
     url = shipped_server.url
     expected = translate(url, "The cat sleeps on the sofa.")
     before, joined_before, steps_before = requests_by_status(url), joined_sentences(url), decoder_steps(url)

@@ -334,7 +334,7 @@ def test_health_answers_during_load(server: RunningService):
 
     translations, health, during = asyncio.run(health_while_loaded())
     assert {r.status_code for r in translations} == {200}
-    assert all(r.status_code == 200 and r.json() == {"status": "ok"} for r in health)
+    assert all(r.status_code == 200 and r.json()["status"] == "ok" for r in health)
     assert during >= 2, "the load was over before /health was asked: a weak test"
 
 

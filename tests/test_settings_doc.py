@@ -33,4 +33,4 @@ def test_python_m_service_takes_each_flag(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     shown = set(re.findall(r"(--[a-z][\w-]+)", capsys.readouterr().out))
-    assert shown == {"--help", *(flag(name) for name in FLAGS)}
+    assert shown == {"--help", "--version", *(flag(name) for name in FLAGS)}

@@ -63,16 +63,27 @@ def descendants(pid: int) -> list[int]:
     return children + [grandchild for child in children for grandchild in descendants(child)]
 
 
-def tree_rss_mib(pid: int) -> float:
-    """The resident set size of a process and all its descendants (a service's supervisor, engine and workers); a
-    process that ends meanwhile counts for nothing. Shared pages count once per process, as VmRSS does."""
+def _tree_sum_mib(field: str, pid: int) -> float:
+    """A /proc status field summed over a process and all its descendants; a process that ends meanwhile counts for
+    nothing. Shared pages count once per process, as VmRSS does."""
     total = 0.0
     for member in [pid, *descendants(pid)]:
         try:
-            total += rss_mib(member)
+            total += _proc_status_mib(field, member)
         except (OSError, RuntimeError):
             continue
     return total
+
+
+def tree_rss_mib(pid: int) -> float:
+    """The resident set size of a process and all its descendants (a service's supervisor, engine and workers)."""
+    return _tree_sum_mib("VmRSS", pid)
+
+
+def tree_peak_rss_mib(pid: int) -> float:
+    """The sum of the peak resident set sizes (VmHWM) of a process and its living descendants: an upper bound of the
+    tree's peak, since each process may have peaked at another moment."""
+    return _tree_sum_mib("VmHWM", pid)
 
 
 def peak_rss_mib(pid: int | str = "self") -> float:

@@ -92,8 +92,9 @@ def main(argv: list[str] | None = None) -> dict:
               "model_dirs": {k: str(v) for k, v in model_dirs.items()}, "threads": args.threads, "clock": args.clock,
               "rounds": args.rounds, "runs": runs,
               "medians": medians, "ratio": {s: medians["this"][s] / medians["other"][s] for s in medians["this"]}}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    from bench.common.report import write_results  # here: the --measure side imports nothing from bench
+
+    write_results(args.out.parent, args.out.stem, result)
     print("| shape | this (sentences/s) | other | ratio |\n|---|---|---|---|")
     for shape, ratio in result["ratio"].items():
         print(f"| {shape} | {medians['this'][shape]:.1f} | {medians['other'][shape]:.1f} | {ratio:.2f}× |")

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from bench.common.ct2_convert import convert
 from bench.common.ct2_engine import CT2Translator
-from bench.common.defaults import MODEL_DIR
+from bench.common.defaults import MODEL_DIR, RESULTS
+from bench.common.report import write_results
 from bench.common.sentences import batches, multi30k_sentences
 from core.corpus import TEST_SPLIT
 from core.search import SearchOptions
@@ -73,12 +74,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--split", default=TEST_SPLIT)
     parser.add_argument("--compute-type", default="float32")
     parser.add_argument("--min-agreement", type=float, default=0.99)
+    parser.add_argument("--out", type=Path, default=RESULTS / "ct2-check.json", help="the result file")
     args = parser.parse_args(argv)
     texts = multi30k_sentences(split=args.split)
     with tempfile.TemporaryDirectory() as tmp:
         ct2_dir = args.ct2_dir or convert(args.checkpoint, args.spm, Path(tmp) / "ct2")
         result = check(args.checkpoint, args.spm, ct2_dir, texts, args.compute_type)
-    print(json.dumps({"split": args.split, **result}, indent=2))
+    result = {"split": args.split, **result}
+    write_results(args.out.parent, args.out.stem, result)
+    print(json.dumps(result, indent=2))
     if result["agreement"] < args.min_agreement:
         sys.exit(f"agreement {result['agreement']:.4f} is below {args.min_agreement}")
 

@@ -3,7 +3,6 @@
     python -m bench.offline.decode [--model-dir models/en-de] [--data MULTI30K_DIR] [--sentences 200]
                                    [--batched-sentences 1000] [--batch-sizes 1 16 64] [--beams 1 4] [--repeats 3]
                                    [--threads N] [--engines ...] [--out bench/results/decode.json]
-                                   [--markdown BENCHMARKS.md]
 
 Engines, all on the CPU with the same number of threads (torch.set_num_threads / Translator(threads=...)):
     pytorch-nocache  model.decode.translate(cached=False): every step re-runs the decoder over the whole prefix
@@ -23,8 +22,7 @@ test_2016_flickr (PyTorch without a cache is slow there), the others the first -
 every engine translates the same sentences. Target tokens are the SentencePiece tokens of the output, re-encoded
 alike for every engine. Peak memory is the peak resident set size (VmHWM) of the engine's process for that row: the
 libraries, the loaded model and the decoding of the row.
-Results go to --out (JSON, and a .md beside it) and to the section "Offline decoding (bench.offline.decode)" of
---markdown.
+Results go to --out (JSON, and a .md beside it); `python -m bench.report` puts them in BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -208,18 +206,6 @@ def display_path(path: Path) -> str:
     return str(path.resolve().relative_to(REPO)) if path.resolve().is_relative_to(REPO) else str(path)
 
 
-def write_section(path: Path, title: str, body: str) -> None:
-    """Replace (or append) the section `## title` of a markdown file, leaving the other sections alone."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    heading = f"## {title}\n"
-    if heading in text:
-        before, rest = text.split(heading, 1)
-        after = rest[rest.index("\n## ") + 1 :] if "\n## " in rest else ""
-    else:
-        before, after = text.rstrip("\n") + "\n\n", ""
-    path.write_text(before + heading + "\n" + body.rstrip("\n") + "\n" + ("\n" + after if after else ""))
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_engine_arguments(p)
@@ -230,8 +216,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=REPEATS)
     p.add_argument("--engines", nargs="+", choices=list(ENGINES), default=list(ENGINES))
     p.add_argument("--out", type=Path, default=RESULTS / "decode.json")
-    p.add_argument("--markdown", type=Path, default=REPO / "BENCHMARKS.md", help="the file to write the section into")
-    p.add_argument("--no-markdown", action="store_true", help="write only --out")
     return p.parse_args(argv)
 
 
@@ -257,8 +241,6 @@ def main(argv: list[str] | None = None) -> dict:
     }
     markdown = report(result)
     write_results(args.out.parent, args.out.stem, result, f"## {SECTION}\n\n{markdown}")
-    if not args.no_markdown:
-        write_section(args.markdown, SECTION, markdown)
     print(markdown)
     return result
 

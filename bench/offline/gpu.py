@@ -1,4 +1,4 @@
-"""Offline decoding on the GPU, or on the CPU provider where there is none: issue 11's figures in one command.
+"""Offline decoding on the GPU, or on the CPU provider where there is none: the GPU's figures in one command.
 
     python -m bench.offline.gpu [--model-dir models/en-de] [--batch-sizes 1 16 64 256 1024] [--beams 1 4]
                                 [--sentences 1024] [--rounds 3] [--threads N] [--out bench/results]

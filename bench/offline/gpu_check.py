@@ -14,7 +14,7 @@ one GPU, written to bench/results/gpu-check.json and gpu-check.md. Without a GPU
    step as TRANSLATOR_CUDA_GRAPHS runs it (service.engine.graphed, the bucket's buffers at fixed addresses): on the
    GPU captured in a CUDA graph (or refused, the reason logged), on the CPU provider the same path uncaptured; its
    best tokens against the eager step's and the CPU's, and ms per step captured vs eager.
-4. Issue 11's goals, translating the test set: greedy at batch 1 >= 250 sentences/s, at the best batch >= 20,000,
+4. The GPU goals, translating the test set: greedy at batch 1 >= 250 sentences/s, at the best batch >= 20,000,
    beam 4 at batch 64 >= 2,200, and >= 99 % of outputs identical to the CPU provider's. The largest greedy batch is
    the test set BIG_BATCH_COPIES times over (4,000 sentences of the whole set in one batch).
 The verdicts (each check met or not) head the report and are printed; the command exits 0 once the report is
@@ -581,7 +581,7 @@ def translator_runs(name: str, translator: tuple[str, int | None], folder: Path,
 
 
 def goals(runs: list[dict]) -> list[dict]:
-    """Issue 11's goals, each measured for every translator of the runs."""
+    """The GPU goals, each measured for every translator of the runs."""
     found = []
     for engine in dict.fromkeys(r["engine"] for r in runs):
         mine = [r for r in runs if r["engine"] == engine]

@@ -1,5 +1,5 @@
 """Hostile load and a stopped engine: what clients get when more work comes than the service can do in time, and
-when the engine process stops answering (issue 27).
+when the engine process stops answering.
 
     python -m bench.serving.hostile_load [--clients 64] [--sentences 64] [--beam 8] [--model-dir models]
                                          [--setting name=value ...] [--no-stall]

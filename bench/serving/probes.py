@@ -1,16 +1,17 @@
-"""The figures behind tests/test_faults.py's bounds, measured on the shipped model (one thread), printed as JSON.
+"""The figures behind tests/test_faults.py's bounds, measured on the shipped model (one thread), written to
+bench/results/probes.json (--out) and printed.
 
     python -m bench.serving.probes [--model-dir models/en-de] [--repeat 3] [--probes abandoned memory lone]
                                    [--baseline-repo PATH]
 
 abandoned: 16 clients each send 64 sentences with beam 4 and hang up at once; the seconds the next single-sentence
-    request then takes (the issue's goal: < 1 s; 10.5 s before the fix), and the same with the 16 clients staying
+    request then takes (goal: < 1 s), and the same with the 16 clients staying
     connected (the work that hanging up saves).
 memory: the service's RSS idle, at the peak of one heavy request (64 sentences, beam 8, 3 alternatives) and how long
     after its answer RSS is back to <= 1.5 x idle (TRANSLATOR_RELEASE_MEMORY_AFTER_S is 1 s).
 lone: four clients each send 64 sentences with beam 4; 0.1 s later, while they run, a fifth sends one short greedy
     sentence. Its
-    latency over the four's mean (issue 11's goal: <= 0.3; 0.93 with batches that ran to their longest sentence).
+    latency over the four's mean (goal: <= 0.3).
     The service runs with its defaults (every core). With --baseline-repo, the same service from another checkout
     (`git worktree add /tmp/base COMMIT`) is measured too, serving its own copy of --model-dir (which must lie in
     this checkout), the two alternating from repeat to repeat.
@@ -32,8 +33,9 @@ from pathlib import Path
 
 import httpx
 
-from bench.common.defaults import MODEL_DIR, REPO
+from bench.common.defaults import MODEL_DIR, REPO, RESULTS
 from bench.common.machine import environment, rss_mib
+from bench.common.report import write_results
 from bench.common.sentences import SENTENCES
 from bench.common.timing import timed
 from service.launch import RunningService, running_service
@@ -169,6 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     names = ["abandoned", "memory", "lone"]
     p.add_argument("--probes", nargs="+", choices=names, default=names)
     p.add_argument("--baseline-repo", type=Path, help="a checkout whose service the lone probe measures too")
+    p.add_argument("--out", type=Path, default=RESULTS / "probes.json", help="the result file")
     args = p.parse_args(argv)
     probes = {
         "abandoned": lambda: abandoned(args.model_dir, args.repeat),
@@ -177,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     results = {"machine": environment(["onnxruntime", "onnxruntime-gpu", "uvicorn"])}
     results |= {name: probes[name]() for name in args.probes}
+    write_results(args.out.parent, args.out.stem, results)
     print(json.dumps(results, indent=2))
 
 

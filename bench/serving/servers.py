@@ -10,7 +10,9 @@ bench.common.ct2_convert and installed as Argos Translate packages, with CTransl
 (waitress with 4 threads, one CTranslate2 translation at a time, no batching across requests).
 Each round starts each server in turn (the order alternating), warms it up, loads it at every
 concurrency for --seconds with bench.serving.loadgen (single Multi30k test sentences, one per request, on
-127.0.0.1), records the server's RSS (VmRSS after each level, VmHWM: its peak), and stops it.
+127.0.0.1), records the RSS of the server's whole process tree (ours: supervisor, engine and HTTP workers;
+LibreTranslate: its process and any children), VmRSS summed after each level and VmHWM summed as the peak, and
+stops it.
 Reported: medians over rounds, written to bench/results/servers.json, servers.md and servers.png.
 """
 
@@ -26,7 +28,7 @@ from pathlib import Path
 from bench.common.cli import add_engine_arguments, command_line, settings_of
 from bench.common.defaults import LOAD_SECONDS, RESULTS
 from bench.common.engines import COMPUTE_TYPES, ensure_ct2_model
-from bench.common.machine import environment, peak_rss_mib, rss_mib
+from bench.common.machine import environment, tree_peak_rss_mib, tree_rss_mib
 from bench.common.report import figure, log_x_panel, markdown_table, median, write_results
 from bench.common.sentences import multi30k_sentences
 from bench.common.timing import rotation
@@ -76,7 +78,7 @@ def load_server(name: str, args: argparse.Namespace, sentences: list[str], round
         run_load(url, sentences, concurrency=4, seconds=args.warmup, source=args.source, target=args.target)
         for concurrency in args.concurrency:
             result = run_load(url, sentences, concurrency, args.seconds, source=args.source, target=args.target)
-            memory = {"rss_mib": rss_mib(pid), "peak_rss_mib": peak_rss_mib(pid)}
+            memory = {"rss_mib": tree_rss_mib(pid), "peak_rss_mib": tree_peak_rss_mib(pid)}
             records.append({"server": name, "round": round_, **result, **memory})
             latency = result["latency_ms"]
             print(
@@ -122,7 +124,8 @@ def markdown(result: dict) -> str:
     return (
         f"Machine: {env['cpu']}, {env['cores']} cores. {settings['threads']} inference threads per server, "
         f"{settings['precision']}, beam {settings['beam']}; {settings['seconds']:g} s per level, "
-        f"{settings['rounds']} rounds (medians); one test sentence per request.\n\n" + markdown_table(header, rows)
+        f"{settings['rounds']} rounds (medians); one test sentence per request. RSS: the server's whole process "
+        "tree.\n\n" + markdown_table(header, rows)
     )
 
 

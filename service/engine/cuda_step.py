@@ -1,7 +1,7 @@
 """The decoder step as the CUDA provider runs it: each residual sum and its LayerNorm one SkipLayerNormalization, the
 bias of the projection before the sum inside it too. A rewrite of the exported graph, made when a GPU session loads
-it, for fewer kernels a step: on the H200 a greedy step at batch 1 ran 130 kernels of a few microseconds each, too
-many for 250 sentences/s even with no host at all (BENCHMARKS.md).
+it, for fewer kernels a step: a greedy step at batch 1 is many kernels of a few microseconds each, and their
+number bounds the GPU's speed at small batches (BENCHMARKS.md#the-gpu-one-h200).
 
 The exported step (model.transformer.DecoderLayer, post-LN) ends each of its sub-layers in
     y = Gemm(h, W, b)          two kernels on CUDA: b broadcast into y (a rank-1 cuBLAS product), then y += h W^T

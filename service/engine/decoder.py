@@ -31,7 +31,7 @@ NO_TABLE = np.zeros((0, 0), dtype=np.int64)
 NO_CROSS = np.zeros(0, dtype=np.int64)
 
 # The first self-attention cache's slots with our kernels at a few rows: a growth (a copy of the cache, its bindings
-# anew) costs more there than slots no step reads (BENCHMARKS.md)
+# anew) costs more there than slots no step reads (docs/decisions.md)
 KERNELS_FIRST_SLOTS = 32
 
 

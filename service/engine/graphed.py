@@ -1,6 +1,6 @@
 """A decoder whose steps run in buckets of fixed shapes at fixed addresses, so that ONNX Runtime's CUDA provider can
-capture each bucket's step in a CUDA graph and replay it (TRANSLATOR_CUDA_GRAPHS, on by default: on one H200 the
-fp32 decoder was 2.15x as fast at batch 1 and 1.20-1.42x at larger batches, README's Benchmarks).
+capture each bucket's step in a CUDA graph and replay it (TRANSLATOR_CUDA_GRAPHS, on by default; its speed against
+the eager decoder: BENCHMARKS.md#the-gpu-one-h200).
 
 A bucket is the rows (sentences x beams) rounded up to a power of two, the self-attention slots to a power of two
 from FIRST_SLOTS (at most the model's max_len) and the source tokens to a power of two from FIRST_SOURCE. Its
@@ -24,20 +24,19 @@ Where each write goes, so that no captured address ever changes:
   second self set;
 - a batch that outgrows its bucket or shrinks to half of it (rows, slots or source) is fitted into the new bucket's
   first sets, one copy (the cache graph fit); the encoder keys/values of sentences that join are gathered with the
-  running rows' into the other cross set, at the first places no running row holds (one gather, measured on one
-  H200 at a tenth of the time of an in-place ScatterND of the new rows, BENCHMARKS.md); their self-attention slots
+  running rows' into the other cross set, at the first places no running row holds (one gather, faster than an
+  in-place ScatterND of the new rows: docs/decisions.md); their self-attention slots
   are not written at all (each is written by its row's step before any step reads it).
 Sentences that join are encoded in buckets as well (EncoderBucket: the sentences rounded up to a power of two, their
 tokens as the source above; captured as the steps are, or run eagerly where ONNX Runtime refuses, the reason
 logged): the keys/values it writes are gathered into the decoder's bucket, each beam's row from its sentence's,
-before the next sentence joins. On one H200 the eager encoder took 1.0-1.1 ms a lone sentence (BENCHMARKS.md),
-where 250 sentences/s allow 4 ms in all.
-Buckets pay at a few rows, where a step is mostly kernel launches, and not at many (BENCHMARKS.md): a running batch
-of more than TRANSLATOR_CUDA_GRAPHS_MAX_ROWS rows steps eagerly (SwitchingDecoder), and its caches move into a bucket
-once it has shrunk to half as many. The buckets' buffers stay as long as the sessions (a captured graph holds their
-addresses), so the store has a budget (TRANSLATOR_CUDA_GRAPHS_MEMORY_MB): a batch whose bucket (with a second self
-set, where beams run) is not made yet and would not fit in it steps eagerly too, and sentences whose encoder bucket
-would not fit are encoded eagerly.
+before the next sentence joins: at batch 1 the eager encoder is a large share of a lone sentence's time on a GPU.
+Buckets pay at a few rows, where a step is mostly kernel launches, and not at many (BENCHMARKS.md#the-gpu-one-h200):
+a running batch of more than TRANSLATOR_CUDA_GRAPHS_MAX_ROWS rows steps eagerly (SwitchingDecoder), and its caches
+move into a bucket once it has shrunk to half as many. The buckets' buffers stay as long as the sessions (a captured
+graph holds their addresses), so the store has a budget (TRANSLATOR_CUDA_GRAPHS_MEMORY_MB): a batch whose bucket
+(with a second self set, where beams run) is not made yet and would not fit in it steps eagerly too, and sentences
+whose encoder bucket would not fit are encoded eagerly.
 On the CPU provider the same buckets, buffers and bindings run, with no capture asked for: the tests check there that
 the translations are those of service.engine.decoder's eager path. One running batch at a time uses a model's store
 (the engine runs one per model).
@@ -368,8 +367,8 @@ class BucketedDecoder:
         """The new rows after the running ones, at the first places no running row holds. Their encoder keys/values
         go into the bucket's other cross set with the running rows' (one gather; a join first where rows are
         running). Their self-attention slots are left as they are: a row at position p writes slot p before it reads
-        slots 0..p, so no slot is read before this sentence wrote it. (On one H200 the write of zeros there was a
-        sixth of a lone sentence's time, BENCHMARKS.)"""
+        slots 0..p, so no slot is read before this sentence wrote it. (Writing zeros there cost a large share of a
+        lone sentence's time on a GPU: docs/decisions.md.)"""
         started = time.perf_counter()
         t = self.model
         rows = np.repeat(np.arange(len(src)), repeat)  # each new row's sentence, its row of cross_kv below

@@ -57,9 +57,8 @@ def session_options(threads: int, optimization: str, spin_threads: bool) -> ort.
     return opts
 
 
-# Graph fusions left out on the CPU: ONNX Runtime 1.31's CPU SkipLayerNormalization kernel takes 6-7x as long as
-# the Add and LayerNormalization it replaces on (N, T, D) inputs (1.72 against 0.25 ms at (64, 20, 256)), which
-# made the layer norms an eighth of a decoder step. GPU sessions keep the fusion.
+# Graph fusions left out on the CPU: ONNX Runtime 1.31's CPU SkipLayerNormalization kernel is slower than the Add
+# and LayerNormalization it replaces on (N, T, D) inputs (docs/decisions.md). GPU sessions keep the fusion.
 CPU_UNFUSED = ["SkipLayerNormFusion"]
 
 
@@ -111,7 +110,8 @@ class ModelSessions:
         graphs = self.config.graphs[precision]
         # Only the decoder's threads may spin (spin_threads, on for the offline translator, off in the service beside
         # its HTTP workers): they wait there for the next step while the search runs. Each session has threads of
-        # its own; when all spun, the encoder's and the cache graphs' took the cores from the decoder's.
+        # its own; when all spun, the encoder's and the cache graphs' took the cores from the decoder's
+        # (docs/decisions.md).
         self.session_options = session_options(threads, optimization, spin_threads=False)
         self.step_options = session_options(threads, optimization, options.spin_threads)
         self.kernel_options = session_options(threads, optimization, spin_threads=False)  # a cache graph of ours

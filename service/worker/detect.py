@@ -2,7 +2,7 @@
 
 Backed by py3langid (a naive Bayes model over byte n-grams, shipped inside the wheel, BSD-3-Clause), restricted
 to the served languages: it was the most accurate of the offline detectors that bench.studies.detect measured on short
-sentences, at some 20 µs a sentence (bench/results/detect.md).
+sentences, and among the fastest (BENCHMARKS.md#language-detection).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
 @functools.cache
 def every_language() -> LanguageIdentifier:
-    """py3langid's model over all its languages, read once a process: it is LZMA-compressed, some 0.5 s to read."""
+    """py3langid's model over all its languages, read once a process: it is LZMA-compressed, slow to read."""
     return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
 
 
@@ -23,7 +23,7 @@ class LanguageDetector:
     """Ranks the served languages by how likely a text is written in each.
 
     Safe to share between threads and to call from async code: the model is only read after construction,
-    and a call on a sentence takes some 20 µs (a few milliseconds on tens of kilobytes).
+    and a call's time grows with the text's length.
     """
 
     def __init__(self, languages: list[str], skip_unknown: bool = False):

@@ -28,8 +28,8 @@ from service.worker.html_units import HTML_FORMATTER, MAX_DEPTH, HtmlUnits
 from service.worker.markup import mark, unmark
 
 RAW_TEXT_ELEMENTS = {"script", "style"}  # html.parser gives their content as text, "<" included
-# Within these bounds, the costliest fragments of TRANSLATOR_MAX_CHARS (5,000) characters that we found parse in
-# 5-9 ms on our 2-core Xeon, and each rendering takes 1-3 ms more.
+# Within these bounds, the costliest fragments of TRANSLATOR_MAX_CHARS characters that we found parse and render in
+# milliseconds (tests/test_html.py holds the bound).
 MAX_NODES = 1000
 MAX_UNFINISHED = 16
 

@@ -111,6 +111,7 @@ class ReadyBody(BaseModel):
 
 class HealthBody(BaseModel):
     status: str
+    version: str  # the service's release (pyproject.toml's version)
 
 
 class LanguageRef(BaseModel):

@@ -8,8 +8,8 @@ the source (the same share of the text, at a word boundary), and counted (transl
 
 The placeholders are numbers (7301, 7318, ...) that the text does not hold: of the forms tried, the shipped models
 copy a four-digit number best (brackets, angle brackets and underscores they never copied), and were then fine-tuned
-on them (model.augment.placeholder_variants): 84-89 % of real spans copied into place, the rest put back
-(bench/results/placeholders.md). Plain numbers are not protected: the models write
+on them (model.augment.placeholder_variants): most real spans are copied into place, the rest put back
+(BENCHMARKS.md#placeholders). Plain numbers are not protected: the models write
 them in the target language's style (2,000 -> 2.000).
 """
 

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from service import __version__
 from service.worker.dependencies import PipelineNow, state
 from service.worker.schemas import ErrorBody, HealthBody, ReadyBody, ServedModel
 
@@ -14,8 +15,8 @@ router = APIRouter()
 
 @router.get("/health", response_model=HealthBody)
 async def health() -> HealthBody:
-    """The process is alive."""
-    return HealthBody(status="ok")
+    """The process is alive, and which release answers."""
+    return HealthBody(status="ok", version=__version__)
 
 
 @router.get("/ready", response_model=ReadyBody, responses={503: {"model": ErrorBody}})

@@ -1,0 +1,563 @@
+"""BENCHMARKS.md, generated from the result files under bench/results: one section per question; and README.md's
+table of headline figures.
+
+    python -m bench.report           write BENCHMARKS.md and README.md's table
+    python -m bench.report --check   exit 1 when either differs from what the results give
+
+Each question names its result files; each file's provenance (commit, date, machine, command) is the one
+bench.common.report.write_results recorded in it. A file under bench/results that no question names is an error:
+a superseded result leaves the folder (git's history keeps it), a new one gets a question here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common.defaults import REPO, RESULTS
+
+OUTPUT = REPO / "BENCHMARKS.md"
+README = REPO / "README.md"
+README_BEGIN, README_END = "<!-- benchmarks-table:begin -->", "<!-- benchmarks-table:end -->"
+# the questions whose headline figures README.md shows
+README_QUESTIONS = [
+    "Our service against LibreTranslate", "Ours against CTranslate2, beam 4, one thread", "Dynamic batching under load",
+    "A lone sentence behind heavy requests", "The GPU: one H200",
+]  # fmt: skip
+IGNORED = {"tmp"}  # bench/results/tmp: scratch of the benchmarks (git-ignored)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One measured figure and its ratio against the question's anchor."""
+
+    what: str
+    value: str
+    ratio: str
+    source: int = 0  # the index of the question's result file it comes from
+
+
+@dataclass(frozen=True)
+class Question:
+    title: str
+    measures: str
+    anchor: str  # what the ratio is against: CTranslate2, LibreTranslate, a goal, a setting's other value
+    files: tuple[str, ...]  # under bench/results; the first one's provenance heads the section
+    figures: Callable[[list[dict]], list[Figure]]
+    note: str = ""  # what the figures do not cover (e.g. changes since a GPU run)
+    headline: tuple[int, ...] = (0,)  # the figures the summary shows
+
+    @property
+    def anchor_id(self) -> str:
+        """The id GitHub gives the section's heading: lower case, punctuation but hyphens dropped, spaces hyphens."""
+        return "".join(c for c in self.title.lower() if c.isalnum() or c in " -").replace(" ", "-")
+
+
+# --- the figures of each question ---------------------------------------------------------------------------------
+
+
+def per_s(value: float, unit: str = "sentences/s") -> str:
+    return f"{value:,.1f} {unit}" if value < 100 else f"{value:,.0f} {unit}"
+
+
+def times(ratio: float) -> str:
+    return f"{ratio:.2f}×"
+
+
+def mib(value: float) -> str:
+    return f"{value:,.0f} MiB"
+
+
+def clients_text(clients: int) -> str:
+    return f"{clients} client" + ("s" if clients != 1 else "")
+
+
+def goal(ratio: float, wanted: str, met: bool) -> str:
+    """A ratio against a goal: "R× the goal (≥ G): not met"."""
+    return f"{times(ratio)} the goal ({wanted}): {'met' if met else 'not met'}"
+
+
+def verdict(wanted: str, met: bool) -> str:
+    """Where the figure is itself the ratio the goal is about: "goal ≤ 0.3×: met"."""
+    return f"goal {wanted}: {'met' if met else 'not met'}"
+
+
+def decode(results: list[dict]) -> list[Figure]:
+    rows = {(r["engine"], r["batch_size"], r["beam_size"]): r for r in results[0]["summary"]}
+    nocache = rows["ort-fp32", 1, 1]["speedup_vs_pytorch-nocache"]
+    figures = [Figure("ONNX Runtime fp32 over PyTorch without a cache, greedy, batch 1", times(nocache),
+                      verdict("≥ 5×", nocache >= 5))]
+    for (engine, batch, beam), r in sorted(rows.items(), key=lambda kv: (kv[0][2], kv[0][1])):
+        if engine == "ort-fp32":
+            search = "greedy" if beam == 1 else f"beam {beam}"
+            ratio = r["speedup_vs_pytorch-cache"]
+            figures.append(Figure(f"ONNX Runtime fp32 over PyTorch with a cache, {search}, batch {batch}",
+                                  times(ratio), verdict("> 1×", ratio > 1)))
+    return figures
+
+
+def load(results: list[dict]) -> list[Figure]:
+    runs, ratio = results[0]["runs"], results[0]["throughput_ratio"]
+    return [
+        Figure("dynamic batching over batch size 1, 32 clients", times(ratio), verdict("≥ 3×", ratio >= 3)),
+        Figure("dynamic batching, 32 clients", per_s(runs["batching"]["sentences_per_s"]), ""),
+    ]
+
+
+ENGINE_NAMES = {"ort-fp32": "ours fp32", "ort-int8": "ours int8"}
+
+
+def engines(results: list[dict]) -> list[Figure]:
+    """Our engines' rows, each against CTranslate2 at the same precision, batch and beam."""
+    figures = []
+    for r in sorted(results[0]["summary"], key=lambda r: (r["engine"], r["beam_size"], r["batch_size"])):
+        if r["engine"] in ENGINE_NAMES and r["ratio_to_ct2"] is not None:
+            search = "greedy" if r["beam_size"] == 1 else f"beam {r['beam_size']}"
+            figures.append(Figure(f"{ENGINE_NAMES[r['engine']]}, {search}, batch {r['batch_size']}",
+                                  per_s(r["sentences_per_s"]), f"{times(r['ratio_to_ct2'])} CTranslate2"))
+    return figures
+
+
+def converted(results: list[dict]) -> list[Figure]:
+    """A converted model: conversion and export time and peak memory, the service's memory serving it."""
+    data, figures = results[0], []
+    for step, s in data["steps"].items():
+        figures += [Figure(f"{step}: time", f"{s['seconds']:.0f} s", ""),
+                    Figure(f"{step}: peak RSS", mib(s["peak_rss_mib"]), "")]  # fmt: skip
+    serve = data["serve"]
+    figures += [
+        Figure(f"the service serving it ({serve['precision']}): RSS of its process tree, ready",
+               mib(serve["rss_ready_mib"]), ""),
+        Figure("requests answered", f"{serve['answered']} of {serve['requests']}", ""),
+    ]
+    return figures
+
+
+def servers(results: list[dict]) -> list[Figure]:
+    """Throughput from the run of the second file, the process trees' memory from the first."""
+    memory, throughput = ({(r["server"], r["concurrency"]): r for r in data["summary"]} for data in results)
+    figures = []
+    for clients in sorted({c for _, c in throughput}):
+        ours, peer = throughput["ours", clients], throughput["libretranslate", clients]
+        ratio = ours["sentences_per_s"] / peer["sentences_per_s"]
+        figures.append(Figure(f"throughput, {clients_text(clients)}", per_s(ours["sentences_per_s"]),
+                              f"{times(ratio)} LibreTranslate", source=1))
+    for clients in sorted({c for _, c in memory}):
+        ours, peer = memory["ours", clients], memory["libretranslate", clients]
+        figures.append(Figure(f"RSS of the whole process tree after {clients_text(clients)}", mib(ours["rss_mib"]),
+                              f"{times(ours['rss_mib'] / peer['rss_mib'])} LibreTranslate"))
+    return figures
+
+
+def frontend(results: list[dict]) -> list[Figure]:
+    rate = next(r for r in results[0]["by_workers"] if r["workers"] == 1)["sentences_per_s"]
+    figures = [Figure("HTTP front end alone (a stand-in engine), one worker", per_s(rate, "requests/s"),
+                      goal(rate / 1000, "≥ 1,000 requests/s", rate >= 1000))]
+    by = {(r["layout"], r["concurrency"]): r for r in results[0]["by_clients"]}
+    for clients in sorted({c for _, c in by}):
+        workers, alone = by["HTTP workers", clients], by["one process", clients]
+        ratio = workers["sentences_per_s"] / alone["sentences_per_s"]
+        figures.append(Figure(f"HTTP workers, shipped model, {clients_text(clients)}",
+                              per_s(workers["sentences_per_s"]), f"{times(ratio)} one process"))
+    return figures
+
+
+def lone(results: list[dict]) -> list[Figure]:
+    ratios = [run["ratio"] for run in results[0]["lone"]["this"]["runs"]]
+    median = statistics.median(ratios)
+    return [Figure(f"a lone greedy sentence's time over four heavy requests' (median of {len(ratios)})",
+                   f"{median:.3f}×", verdict("≤ 0.3×", median <= 0.3))]
+
+
+MICRO_GOALS = {"beam 1, batch 1": 0.5, "beam 4, batch 1": 0.5, "beam 4, batch 16": 0.7}
+
+
+def micro(results: list[dict]) -> list[Figure]:
+    """Time ratios (the inverse of the speed ratios) of this checkout's micro model against the other's."""
+    figures = []
+    for shape, speed in results[0]["ratio"].items():
+        wanted = MICRO_GOALS.get(shape)
+        figures.append(Figure(f"{shape.replace('beam 1', 'greedy')}: time over 36dfb15's", f"{1 / speed:.3f}×",
+                              verdict(f"≤ {wanted}×", 1 / speed <= wanted) if wanted else ""))
+    return figures
+
+
+def profile(results: list[dict]) -> list[Figure]:
+    figures = []
+    for data in results:
+        for run in data["runs"]:
+            what = f"{data['settings']['precision']}, beam {run['beam_size']}, batch {run['batch_size']}"
+            runtime = run["share"]["encoder"] + run["share"]["decoder"]
+            figures += [
+                Figure(f"{what}: our time", f"{run['seconds']:.2f} s",
+                       f"{times(run['seconds'] / run['ct2_seconds'])} CTranslate2's"),
+                Figure(f"{what}: ONNX Runtime's share of it", f"{100 * runtime:.0f} %", ""),
+            ]
+    return figures
+
+
+def spin(results: list[dict]) -> list[Figure]:
+    engines_result, *served = results
+    rows = {(r["engine"], r["beam_size"], r["batch_size"]): r for r in engines_result["summary"]}
+    figures = []
+    for (engine, beam, batch), r in sorted(rows.items()):
+        if not engine.endswith("-nospin"):
+            off = rows[f"{engine}-nospin", beam, batch]
+            search = "greedy" if beam == 1 else f"beam {beam}"
+            ratio = r["sentences_per_s"] / off["sentences_per_s"]
+            figures.append(Figure(f"offline, {engine.removeprefix('ort-')}, {search}, batch {batch}",
+                                  per_s(r["sentences_per_s"]), f"{times(ratio)} not spinning"))
+    for source, data in enumerate(served, start=1):
+        clients = data["runs"]["this"][0]["concurrency"]
+        figures.append(Figure(f"served, {clients_text(clients)}", per_s(data["median"]["this"]["sentences_per_s"]),
+                              f"{times(data['ratio'])} not spinning", source))
+    return figures
+
+
+def gpu_check(results: list[dict]) -> list[Figure]:
+    figures = []
+    for source, data in enumerate(results):
+        machine = ("first machine", "second machine")[source]
+        for g in data["goals"]:
+            value = g["measured"]
+            shown = f"{100 * value:.1f} %" if value <= 1 else per_s(value)
+            wanted = f"≥ {100 * g['want']:.0f} %" if g["want"] <= 1 else f"≥ {g['want']:,}"
+            figures.append(Figure(f"{machine}, {g['engine']}: {g['goal']}", shown,
+                                  goal(value / g["want"], wanted, g["met"]), source))
+    return figures
+
+
+def max_rows(results: list[dict]) -> list[Figure]:
+    scores = results[0]["best"]["scores"]
+    return [Figure("fp32 with CUDA graphs, bound 256 rows, the probe's score", per_s(scores["fp32-graphs-256"]),
+                   f"{times(scores['fp32-graphs-256'] / scores['fp32-graphs-64'])} bound 64")]
+
+
+def detect(results: list[dict]) -> list[Figure]:
+    figures = []
+    for row in results[0]["rows"]:
+        short = row["accuracy"]["tatoeba_1to4"]
+        right, total = sum(v["right"] for v in short.values()), sum(v["total"] for v in short.values())
+        name = f"{row['detector']} ({len(row['languages'])} languages loaded)"
+        figures += [Figure(f"{name}: right on Tatoeba sentences of 1 to 4 words", f"{100 * right / total:.1f} %", ""),
+                    Figure(f"{name}: load time", f"{row['load_s']:.2f} s", ""),
+                    Figure(f"{name}: memory added", mib(row["rss_added_mib"]), "")]  # fmt: skip
+    return figures
+
+
+def splitters(results: list[dict]) -> list[Figure]:
+    figures = []
+    for r in results[0]["results"]:
+        name = f"{r['splitter']}, {r['language']}"
+        figures += [Figure(f"{name}: texts split right", f"{r['right']} of {r['texts']}", ""),
+                    Figure(f"{name}: time a text", f"{r['median_us_per_text']:.1f} µs", "")]  # fmt: skip
+    return figures
+
+
+def placeholders(results: list[dict]) -> list[Figure]:
+    figures = []
+    for model, r in results[0]["results"].items():
+        if not model.endswith("-before"):
+            figures += [Figure(f"{model}: protected spans copied by the model", f"{100 * r['copied']:.0f} %", ""),
+                        Figure(f"{model}: spans back exact", f"{100 * r['all_spans_exact']:.0f} %", "")]  # fmt: skip
+    return figures
+
+
+def document(results: list[dict]) -> list[Figure]:
+    f = results[0]["figures"]
+    what = f"a {f['bytes'] / 1e6:.1f} MB .docx ({f['sentences']:,} sentences) in one request"
+    return [Figure(what, f"{f['seconds']:.0f} s", ""),
+            Figure("its paragraphs back", f"{f['paragraphs_back']:,} of {f['paragraphs']:,}", "")]  # fmt: skip
+
+
+def soak(results: list[dict]) -> list[Figure]:
+    data = results[0]
+    rss, statuses = data["rss"], data["served_statuses"]
+    growth = rss["growth_percent"]
+    return [
+        Figure("RSS growth of the whole process tree, first minute to last", f"{growth:+.1f} %",
+               verdict("< +10 %", data["goal"]["rss_growth_under_10_percent"])),
+        Figure("RSS in the last minute", mib(rss["last_window_median_mib"]), ""),
+        Figure("responses 500", str(statuses.get("500", 0)), verdict("none", data["goal"]["no_500"])),
+    ]
+
+
+def hostile(results: list[dict]) -> list[Figure]:
+    load_result, protocol = results[0], results[1]
+    load_ = load_result["load"]
+    bounded = protocol["protocol"]["bounded"]["median_requests_per_s"]
+    plain = protocol["protocol"]["httptools"]["median_requests_per_s"]
+    return [
+        Figure(f"{load_['clients']} clients, {load_['sentences']} sentences each at beam {load_['beam_size']}: 503s "
+               "with Retry-After", f"{load_['503_with_retry_after']} of {sum(load_['statuses'].values())}", ""),
+        Figure("other responses 5xx", str(load_["other_5xx"]), verdict("none", load_["other_5xx"] == 0)),
+        Figure("a stopped engine: /ready answers 503 after", f"{load_result['stall']['ready_503_after_s']:.1f} s", ""),
+        Figure("the bounded HTTP protocol", per_s(bounded, "requests/s"), f"{times(bounded / plain)} httptools alone"),
+    ]
+
+
+# --- the questions ------------------------------------------------------------------------------------------------
+
+CPU_SINCE = "The service's CPU code has changed since this commit; the figures are not remeasured."
+
+QUESTIONS = [
+    Question(
+        "Offline decoding against PyTorch",
+        "Sentences per second of our ONNX Runtime translator (KV cache) against PyTorch without and with a cache, "
+        "same search, same threads, the shipped en-de model, Multi30k test sentences.",
+        "PyTorch (without a cache: the goal ≥ 5× at batch 1 greedy; with one: > 1× in every row)",
+        ("decode.json",), decode, CPU_SINCE,
+    ),
+    Question(
+        "Dynamic batching under load",
+        "The service's throughput with dynamic batching against the same service at batch size 1, 32 closed-loop "
+        "clients each sending one sentence per request.",
+        "the goal: ≥ 3× batch size 1", ("load.json",), load, CPU_SINCE,
+    ),
+    Question(
+        "Ours against CTranslate2, beam 4, one thread",
+        "Sentences per second of beam 4 at batch 16 and 64 on the same weights, our engine against CTranslate2 at the "
+        "same precision, one inference thread each, 3 interleaved rounds (medians).",
+        "CTranslate2 (the goal: ≥ 1.0×)", ("engines-cross-from-run2.json",), engines,
+    ),
+    Question(
+        "Ours against CTranslate2, the full grid, one thread",
+        "Batch sizes 1, 16 and 64, greedy and beam 4, fp32 and int8, one thread each (CTranslate2 with two threads ran "
+        "several times slower than with one on these virtual machines, so the comparison is at one thread).",
+        "CTranslate2", ("engines-1thread/engines.json",), engines,
+        CPU_SINCE + " The beam-4 rows are remeasured in the section above.", headline=(2,),
+    ),
+    Question(
+        "A 600M-parameter model against CTranslate2",
+        "NLLB-200-distilled-600M's shape with random weights: our conversion and export against CTranslate2's own "
+        "conversion of the same model, batch 1 and 16, greedy and beam 4, two threads.",
+        "CTranslate2 (the goal: ≥ 1.0× at batch 16, beam 4, int8)", ("engines-nllb-600m.json",), engines,
+    ),
+    Question(
+        "Converting and serving a 600M-parameter model",
+        "Conversion and export (fp32, int8, fp16) of the NLLB-shaped model: time and peak memory; the service's "
+        "memory serving it.",
+        "none (absolute figures)", ("large-model.json",), converted, headline=(4,),
+    ),
+    Question(
+        "An Argos Translate package against CTranslate2",
+        "A package of LibreTranslate's size (Locomotive's defaults, random weights): our conversion of it against "
+        "CTranslate2 on the package's own model folder, the one LibreTranslate runs.",
+        "CTranslate2", ("engines-argos-base.json",), engines,
+    ),
+    Question(
+        "Converting and serving an Argos Translate package",
+        "Conversion and export (fp32, int8) of that package: time and peak memory; the service's memory serving it.",
+        "none (absolute figures)", ("argos-model.json",), converted, headline=(4,),
+    ),
+    Question(
+        "Our service against LibreTranslate",
+        "Both servers on the same model (ours through ONNX Runtime, LibreTranslate 1.9.6 through CTranslate2 at the "
+        "same precision and threads), 1 to 64 closed-loop clients, one test sentence per request; memory is the "
+        "resident set of each server's whole process tree.",
+        "LibreTranslate", ("servers.json", "servers-throughput.json"), servers,
+        "Memory comes from the run of servers.json, the first to measure both process trees. Its throughput is not "
+        "quoted: that run shared the 2 cores with other work, under which CTranslate2's two OpenMP threads in "
+        "LibreTranslate all but stopped (with one thread it kept going). Throughput comes from "
+        "servers-throughput.json, an earlier run on a quiet machine, whose memory column counted our supervisor "
+        "process alone. Each process's RSS counts the pages it shares with others.",
+        headline=(1, 3, 7),
+    ),
+    Question(
+        "The HTTP front end",
+        "Requests per second the HTTP workers sustain with a stand-in engine, and the shipped model served by HTTP "
+        "workers in front of one engine process against one process doing both.",
+        "the goal (≥ 1,000 requests/s with one worker); one process", ("frontend.json",), frontend, CPU_SINCE,
+    ),
+    Question(
+        "A lone sentence behind heavy requests",
+        "Iteration-level batching: the time of a lone greedy sentence sent while four requests of 64 sentences at "
+        "beam 4 run, over their time.",
+        "the goal: ≤ 0.3×", ("lone-cross-from.json",), lone,
+    ),
+    Question(
+        "The host's work per decoder step",
+        "The micro model (two layers) translated by this checkout against the code of 36dfb15, CPU time, one thread: "
+        "the share of the step's time the work around ONNX Runtime takes.",
+        "the goals: ≤ 0.5× the time greedy and beam 4 at batch 1, ≤ 0.7× beam 4 at batch 16",
+        ("checkouts-fused-projections-micro-vs-issue.json",), micro,
+    ),
+    Question(
+        "Where a beam-4 step's time goes",
+        "Our translator at batch 64, beam 4, one thread: the share of the time ONNX Runtime's sessions take, and the "
+        "whole against CTranslate2's on the same sentences.",
+        "CTranslate2", ("profile-slot-table-b64-fp32.json", "profile-slot-table-b64-int8.json"), profile, CPU_SINCE,
+    ),
+    Question(
+        "The decoder's threads spinning",
+        "TRANSLATOR_SPIN_THREADS: the decoder's intra-op threads spinning between steps, offline (two threads) and "
+        "served (the shipped model, 1 and 32 clients).",
+        "the same code not spinning", ("engines-spin-decoder.json", "serving-spin-c1.json", "serving-spin-c32.json"),
+        spin, CPU_SINCE,
+    ),
+    Question(
+        "The GPU: one H200",
+        "python -m bench.offline.gpu --check on one NVIDIA H200: greedy at batch 1 and at the best batch, beam 4 at "
+        "batch 64, and the share of outputs identical to the CPU's; eager and with CUDA graphs, fp32 and fp16, on two "
+        "machines one after the other.",
+        "the goals: ≥ 250 sentences/s greedy at batch 1, ≥ 20,000 at the best batch, ≥ 2,200 beam 4 at batch 64, "
+        "≥ 99 % identical to the CPU",
+        ("gpu-check-rows256-1.json", "gpu-check-rows256-2.json"), gpu_check,
+        "Measured at ae755be, which this environment cannot rerun. Changes since, not measured on a GPU (checked on "
+        "the CPU provider): the step's residual sums fused and fp16 caches kept in fp16, buckets whose rows stay in "
+        "place when sentences end, the encoder in buckets, one self set for greedy buckets, beam reorders that leave "
+        "the encoder's keys/values in place, fewer nodes in the exported graphs.",
+        headline=(8, 9, 10),
+    ),
+    Question(
+        "CUDA graphs: how many rows a bucket holds",
+        "TRANSLATOR_CUDA_GRAPHS_MAX_ROWS: five translators in one process on one H200, three rounds; the probe's score "
+        "sums greedy at batch 256 and beam 4 at batch 64.",
+        "the bound of 64 rows", ("gpu-probe-max-rows-2.json",), max_rows,
+        "Measured at ae755be by a session script; the same changes as in the section above are unmeasured since.",
+    ),
+    Question(
+        "Language detection",
+        "Offline language identifiers on short and longer Tatoeba sentences (English and German): accuracy, load "
+        "time and memory.",
+        "none (a study)", ("detect.json",), detect, headline=(6,),
+    ),
+    Question(
+        "Sentence splitting",
+        "Sentence splitters on our labelled texts: the texts split exactly right, and the time a text.",
+        "none (a study)", ("splitters.json",), splitters, headline=(24,),
+    ),
+    Question(
+        "Placeholders",
+        "How protected spans (URLs, e-mail addresses, emoji, markup) come back through the shipped models.",
+        "none (a study)", ("placeholders.json",), placeholders,
+    ),
+    Question(
+        "A document in one request",
+        "A 1 MB .docx translated through /translate_file in one request: its time, and its structure after.",
+        "none (absolute figures)", ("document.json",), document, CPU_SINCE,
+    ),
+    Question(
+        "Hostile clients and a stopped engine",
+        "64 clients each sending 64 sentences at beam 8 against the admission limits; an engine stopped with "
+        "SIGSTOP; the cost of the bounded HTTP protocol against httptools.",
+        "the goals: every refusal a 503 with Retry-After, no other 5xx", ("hostile_load.json", "hostile.json"),
+        hostile, CPU_SINCE,
+    ),
+    Question(
+        "A soak under mixed load",
+        "Mixed load (plain, HTML, alternatives, abandoned requests) against the service: its memory from the first "
+        "minute to the last, and its responses 500.",
+        "the goals: RSS growth < 10 %, no response 500", ("soak.json",), soak,
+        "At this commit the service was one process, so its RSS is the whole tree. The service's code has changed "
+        "since; the figures are not remeasured.",
+    ),
+]  # fmt: skip
+
+
+# --- the document -------------------------------------------------------------------------------------------------
+
+
+def result_files(results: Path) -> set[str]:
+    """Every file under results (relative paths), but scratch."""
+    return {str(p.relative_to(results)) for p in results.rglob("*") if p.is_file() and p.relative_to(results).parts[0]
+            not in IGNORED}  # fmt: skip
+
+
+def cited(question: Question, results: Path) -> set[str]:
+    """The files a question names, with their .md and .png beside them."""
+    names = set()
+    for name in question.files:
+        stem = name.removesuffix(".json")
+        names |= {name} | {f"{stem}{ext}" for ext in (".md", ".png") if (results / f"{stem}{ext}").exists()}
+    return names
+
+
+def section(question: Question, results: Path) -> tuple[str, list[tuple[Question, Figure, dict]]]:
+    data = [json.loads((results / name).read_text()) for name in question.files]
+    figures = question.figures(data)
+    lines = [f"## {question.title}", "", question.measures, ""]
+    for name, d in zip(question.files, data, strict=True):
+        p = d["provenance"]
+        lines.append(f"- [{name}](bench/results/{name}): `{p['command']}`; {p['machine']}; {p['date'][:10]}; "
+                     f"commit {p['commit']}")  # fmt: skip
+    lines += ["", f"Anchor: {question.anchor}.", "", "| figure | today | ratio |", "|---|---|---|"]
+    lines += [f"| {f.what} | {f.value} | {f.ratio} |" for f in figures]
+    if question.note:
+        lines += ["", question.note]
+    return "\n".join(lines) + "\n", [(question, figures[i], data[figures[i].source]["provenance"])
+                                     for i in question.headline]  # fmt: skip
+
+
+def headlines(results: Path) -> tuple[list[str], list[tuple[Question, Figure, dict]]]:
+    """Every question's section and its headline figures; raises when a file under results is named by none."""
+    unnamed = result_files(results) - set().union(*(cited(q, results) for q in QUESTIONS))
+    if unnamed:
+        raise SystemExit(f"no question of bench/report.py names {', '.join(sorted(unnamed))}: add one, or remove "
+                         "the file (git's history keeps it)")  # fmt: skip
+    sections, summary = [], []
+    for question in QUESTIONS:
+        text, rows = section(question, results)
+        sections.append(text)
+        summary += rows
+    return sections, summary
+
+
+def with_readme_table(readme: str, results: Path = RESULTS) -> str:
+    """README.md with the headline figures of README_QUESTIONS between its markers."""
+    _, summary = headlines(results)
+    rows = ["| question | figure | today | ratio | measured |", "|---|---|---|---|---|"]
+    rows += [f"| [{q.title}](BENCHMARKS.md#{q.anchor_id}) | {f.what} | {f.value} | {f.ratio} | {p['date'][:10]}, "
+             f"{p['commit']} |" for q, f, p in summary if q.title in README_QUESTIONS]  # fmt: skip
+    before, rest = readme.split(README_BEGIN, 1)
+    _, after = rest.split(README_END, 1)
+    return before + README_BEGIN + "\n" + "\n".join(rows) + "\n" + README_END + after
+
+
+def render(results: Path = RESULTS) -> str:
+    """BENCHMARKS.md from the result files; raises when a file under results is named by no question."""
+    sections, summary = headlines(results)
+    head = [
+        "# Benchmarks",
+        "",
+        "Generated by `python -m bench.report` from the result files under bench/results; do not edit by hand. Each "
+        "section answers one question: what is measured, the command, the machine, the date and commit of the "
+        "measurement, today's figures and their ratio against the anchor. `python -m bench --list` names every "
+        "benchmark; `python -m bench NAME` runs one. Why the designs measured here were chosen, and what was tried "
+        "and lost, is in [docs/decisions.md](docs/decisions.md).",
+        "",
+        "The CPU figures come from shared 2-core virtual machines whose runs move by about ±10 %: compare the "
+        "figures of one section, which were measured side by side in one run.",
+        "",
+        "## Summary",
+        "",
+        "| question | figure | today | ratio | date | commit |",
+        "|---|---|---|---|---|---|",
+    ]
+    head += [f"| [{q.title}](#{q.anchor_id}) | {f.what} | {f.value} | {f.ratio} | {p['date'][:10]} | {p['commit']} |"
+             for q, f, p in summary]  # fmt: skip
+    return "\n".join(head) + "\n\n" + "\n".join(sections)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser("python -m bench.report", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--check", action="store_true", help="exit 1 when BENCHMARKS.md is not what the results give")
+    args = p.parse_args(argv)
+    text, readme = render(), README.read_text()
+    if args.check:
+        if OUTPUT.read_text() != text or readme != with_readme_table(readme):
+            sys.exit("BENCHMARKS.md or README.md's table differs from bench/results: run python -m bench.report")
+        return
+    OUTPUT.write_text(text)
+    README.write_text(with_readme_table(readme))
+    print(OUTPUT, README)
+
+
+if __name__ == "__main__":
+    main()
