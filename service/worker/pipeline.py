@@ -10,7 +10,9 @@ domain error (service.worker.errors), the engine's refusals come as they are.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from core.search import Hypothesis, SearchOptions
 from service.metrics import Metrics
@@ -182,7 +184,7 @@ class Pipeline:
                 answer = await self.run(req, req.q, request_limits=False)
             translated[begin : begin + DOCUMENT_BATCH] = answer.translatedText
 
-        await asyncio.gather(*(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH)))
+        await all_or_none(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH))
         return translated
 
     def document_language(self, texts: list[str], target: str) -> str:
@@ -212,7 +214,7 @@ class Pipeline:
             ids[name] = pair.source_ids([s for t in group for s in t.sentences])
         opts = self.search_options(req)
         self.check_sizes([x for pair_ids in ids.values() for x in pair_ids], opts, request_limits)
-        await asyncio.gather(*(self.submit(group, ids[name], opts) for name, group in by_pair.items()))
+        await all_or_none(self.submit(group, ids[name], opts) for name, group in by_pair.items())
         return self.answer(req, prepared)
 
     def check_sizes(self, sentences: list[list[int]], opts: SearchOptions, work_limit: bool) -> None:
@@ -267,6 +269,18 @@ class Pipeline:
             ]
             answer.detectedLanguage = detected[0] if single else detected
         return answer
+
+
+async def all_or_none(coroutines: Iterable[Coroutine[Any, Any, None]]) -> None:
+    """Run the coroutines together; the first error is raised at once and cancels the others, so that the engine
+    drops their sentences at its next step (service.worker.remote sends Cancel) rather than decoding work whose
+    answer nobody gets."""
+    tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 def translatable(text: str) -> bool:

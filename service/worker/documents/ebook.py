@@ -1,7 +1,9 @@
 """E-books (.epub): each XHTML document of the book (its chapters and its table of contents) through
 service.worker.html_units, parsed by BeautifulSoup's XML parser (lxml) so that it stays XHTML.
 
-ebooklib reads the package: the container, the package document and its manifest, which name the XHTML documents.
+ebooklib reads the package: the container, the package document and its manifest, which name the XHTML documents;
+a document the manifest names more than once is read once (and its elements counted once, service.worker.documents.
+package).
 The book is written back as a copy of its zip with those documents replaced, every other member (package document,
 images, styles, fonts) as it came: ebooklib's writer would generate the package document and navigation anew.
 """
@@ -20,16 +22,16 @@ from service.worker.markup import Unit
 
 
 class Book:
-    def __init__(self, data: bytes) -> None:
-        self.archive = open_package(data, ".epub")
+    def __init__(self, data: bytes, max_nodes: int) -> None:
+        self.archive = open_package(data, ".epub", max_nodes)
         reader = epub.EpubReader(io.BytesIO(data), {"ignore_ncx": True})
         book = reader.load()
         self.chapters: list[tuple[str, BeautifulSoup, HtmlUnits]] = []
-        for item in book.get_items():
-            if isinstance(item, epub.EpubHtml):
-                name = posixpath.normpath(posixpath.join(reader.opf_dir, item.file_name))
-                soup = BeautifulSoup(self.archive.read(name), "xml")
-                self.chapters.append((name, soup, HtmlUnits(soup)))
+        names = [posixpath.normpath(posixpath.join(reader.opf_dir, item.file_name))
+                 for item in book.get_items() if isinstance(item, epub.EpubHtml)]
+        for name in dict.fromkeys(names):
+            soup = BeautifulSoup(self.archive.read(name), "xml")
+            self.chapters.append((name, soup, HtmlUnits(soup)))
         self.units: list[Unit] = [unit for _, _, html in self.chapters for unit in html.units]
 
     def write(self, translations: list[Unit]) -> bytes:

@@ -6,15 +6,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from service.worker.documents import Document, read
+from service.worker.documents import Document, Limits, read
 from service.worker.markup import Marked, mark, unmark
 
 TranslateTexts = Callable[[list[str]], Awaitable[list[str]]]  # texts -> their translations, in order
 
 
-async def translate_file(data: bytes, suffix: str, max_chars: int, translate_texts: TranslateTexts) -> bytes:
+async def translate_file(data: bytes, suffix: str, limits: Limits, translate_texts: TranslateTexts) -> bytes:
     """The file in `data` (named with `suffix`) translated, as bytes of the same format."""
-    document = await asyncio.to_thread(read, data, suffix, max_chars)
+    document = await asyncio.to_thread(read, data, suffix, limits)
     return await translate_document(document, translate_texts)
 
 
