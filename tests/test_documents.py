@@ -337,3 +337,37 @@ def test_a_one_megabyte_word_document_is_read_and_written_in_seconds():
     assert time.perf_counter() - start < 30  # 1.5 s on the 2-core machine this was written on
     assert len(result.paragraphs) == 9000
     assert all(run.text.isupper() for run in result.paragraphs[-1].runs if run.bold)
+
+
+# --- documents read within a budget: refused before memory grows with what they unpack to ------------------------
+
+
+def test_a_small_docx_of_millions_of_empty_paragraphs_is_refused_while_it_streams():
+    paragraphs = b"<w:p/>" * 2_000_000  # 12 MB unpacked, under the unpacked-size limit
+    document = (b"<w:document xmlns:w='http://schemas.openxmlformats.org/wordprocessingml/2006/main'><w:body>"
+                + paragraphs + b"</w:body></w:document>")
+    bomb = with_member("word/document.xml", document)
+    assert len(bomb) < 200_000
+    assert f"more than {LIMIT.nodes} XML elements" in refused(bomb, ".docx", TooLarge)
+
+
+def test_html_txt_and_srt_files_of_too_many_nodes_are_refused_before_they_are_parsed():
+    assert "more than" in refused(b"<br>" * (2 * LIMIT.nodes + 1), ".html", TooLarge)
+    assert "line breaks" in refused(b"\n" * (LIMIT.nodes + 1), ".txt", TooLarge)
+    cue = b"1\n00:00:00,000 --> 00:00:01,000\nx\n\n"
+    assert "cue timings" in refused(cue * (LIMIT.nodes + 1), ".srt", TooLarge)
+
+
+def test_an_epub_chapter_named_twice_in_the_manifest_is_read_once():
+    book = epub_book("A book", [(f"Chapter {n}", CHAPTER.format(n=n)) for n in (1, 2)])
+    archive = zipfile.ZipFile(io.BytesIO(book))
+    opf = next(name for name in archive.namelist() if name.endswith(".opf"))
+    package = archive.read(opf).decode()
+    item = regex.search(r'<item [^>]*href="chapter1.xhtml"[^>]*/>', package)[0]
+    twice = package.replace(item, item + item.replace('id="', 'id="again-'))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as written:
+        for member in archive.infolist():
+            written.writestr(member, twice if member.filename == opf else archive.read(member))
+    once, again = read(book, ".epub", LIMIT), read(out.getvalue(), ".epub", LIMIT)
+    assert again.units and len(again.units) == len(once.units)

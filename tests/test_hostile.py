@@ -327,3 +327,23 @@ def test_a_failed_bind_leaves_no_temporary_folder(tmp_path: Path, monkeypatch):
         with pytest.raises(OSError):
             Supervisor(Settings(host="127.0.0.1", port=taken.getsockname()[1]))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_translated_file_urls_come_from_the_public_url_or_an_allowed_host():
+    """A client's Host header names where download links point only when that host is allowed."""
+    from starlette.requests import Request
+
+    from service.settings import Settings
+    from service.worker.routes.files import public_base
+
+    def request(host: str) -> Request:
+        return Request({"type": "http", "scheme": "http", "server": ("127.0.0.1", 8000), "path": "/translate_file",
+                        "root_path": "", "headers": [(b"host", host.encode())], "query_string": b""})
+
+    defaults = Settings(_env_file=None)
+    assert public_base(request("localhost:8000"), defaults) == "http://localhost:8000/"
+    assert public_base(request("evil.example"), defaults) == "http://127.0.0.1:8000/"
+    public = Settings(_env_file=None, public_url="https://translate.example.org/base")
+    assert public_base(request("evil.example"), public) == "https://translate.example.org/base/"
+    anyone = Settings(_env_file=None, allowed_hosts="*")
+    assert public_base(request("other.example:81"), anyone) == "http://other.example:81/"

@@ -43,7 +43,7 @@ NOT_NESTING = frozenset({
     "keygen", "frame", "basefont", "bgsound", "p", "li", "dt", "dd", "tr", "td", "th", "option", "optgroup", "rb",
     "rt", "rp", "rtc", "thead", "tbody", "tfoot", "colgroup", "caption", "head", "body", "html",
 })
-URL_SCHEMES = ("javascript:", "vbscript:")
+URL_SCHEMES = ("javascript:", "vbscript:", "data:text/html")
 INVISIBLE = re.compile(r"[\x00-\x20\x7f]+")  # what browsers skip in a URL's scheme
 
 
@@ -139,7 +139,8 @@ class Copy:
 
 def active_content(markup: str, fragment: bool) -> Counter[tuple[str, str]]:
     """What can run script in `markup` as a browser parses it: each script element's text, each event-handler
-    attribute, each attribute whose value is a javascript: or vbscript: URL (or a refresh to one), each srcdoc."""
+    attribute, each attribute whose value is a javascript:, vbscript: or data:text/html URL (or a refresh to one),
+    each srcdoc."""
     found: Counter[tuple[str, str]] = Counter()
     tree = LexborHTMLParser(markup, is_fragment=fragment, scripting=True)
     roots = [tree.root, *tree.template_fragments()] if tree.root is not None else []
