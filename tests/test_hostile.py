@@ -10,6 +10,7 @@ Connection: close. The clients are bench.serving.hostile's, which measures the s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import tempfile
@@ -347,3 +348,67 @@ def test_translated_file_urls_come_from_the_public_url_or_an_allowed_host():
     assert public_base(request("evil.example"), public) == "https://translate.example.org/base/"
     anyone = Settings(_env_file=None, allowed_hosts="*")
     assert public_base(request("other.example:81"), anyone) == "http://other.example:81/"
+
+
+# --- work that ends with its answer; a document admitted as one unit --------------------------------------------
+
+
+class QueueOfOne:
+    """An engine whose queue holds one call: another call arriving meanwhile is refused (QueueFull); or, `full`,
+    one that refuses every call (other clients' work holds its queue)."""
+
+    def __init__(self, full: bool = False) -> None:
+        self.full, self.busy, self.calls, self.refused = full, False, 0, 0
+
+    async def translate(self, pair, sentences, opts):
+        from service.protocol import QueueFull
+
+        if self.full or self.busy:
+            self.refused += 1
+            raise QueueFull("the queue is full")
+        self.busy, self.calls = True, self.calls + 1
+        try:
+            await asyncio.sleep(0.05)
+        finally:
+            self.busy = False
+        return [[f"{pair}:{len(s)}"] for s in sentences]
+
+
+def test_a_document_admitted_once_is_never_refused_for_its_own_sentences():
+    from service.worker.documents.unit import DocumentUnit
+
+    async def document(engine: QueueOfOne) -> list:
+        unit = DocumentUnit(engine, patience_s=1.0)
+        return await asyncio.gather(*(unit.translate("en-de", [[1] * n], None) for n in range(1, 6)))
+
+    engine = QueueOfOne()
+    assert asyncio.run(document(engine)) == [[["en-de:%d" % n]] for n in range(1, 6)]
+    assert engine.calls == 5 and engine.refused > 0  # its later calls were refused, and asked again
+    full = QueueOfOne(full=True)
+    with pytest.raises(Exception, match="queue is full"):  # nothing of it in the engine: refused at once
+        asyncio.run(asyncio.wait_for(document(full), 1.0))
+    assert full.refused == 5
+
+
+def test_the_first_error_cancels_the_other_parts_of_a_request():
+    """A document's other internal requests are cancelled when one fails (their sentences leave the engine)."""
+    from service.worker.pipeline import all_or_none
+
+    cancelled = []
+
+    async def part(fails: bool) -> None:
+        try:
+            await asyncio.sleep(0.01 if fails else 10)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        raise RuntimeError("refused")
+
+    async def main() -> float:
+        started = time.monotonic()
+        with pytest.raises(RuntimeError):
+            await all_or_none([part(False), part(True), part(False)])
+        await asyncio.sleep(0)  # the cancellations are delivered at the tasks' next step
+        return time.monotonic() - started
+
+    assert asyncio.run(main()) < 1 and len(cancelled) == 2

@@ -34,7 +34,6 @@ RAW_TEXT = frozenset({"style", "script", "xmp", "iframe", "noembed", "noframes",
 HTML_INSIDE = frozenset({"foreignObject", "desc", "title", "mi", "mo", "mn", "ms", "mtext"})
 STAY_MATHML = frozenset({"mglyph", "malignmark"})
 HTML_ENCODINGS = ("text/html", "application/xhtml+xml")  # an annotation-xml with HTML inside
-TAG = re.compile(r"<[A-Za-z!/?]")  # where a tag, comment or declaration may begin
 TAG_NAME = re.compile(r"<(/?)([A-Za-z][^\s/>]*)[^>]*?(/?)>")
 # Elements that never hold others (void), or that the next of their kind or their parent's end closes: they do not
 # nest as their tags follow one another.
@@ -71,8 +70,8 @@ HTML_FORMATTER = HtmlInOrder(entity_substitution=EntitySubstitution.substitute_x
 def parse(markup: str, fragment: bool, max_nodes: int) -> BeautifulSoup:
     """The tree of `markup` as a browser builds it: a fragment (as a div's innerHTML), else a whole document (its
     html, head and body made where missing)."""
-    if (tags := len(TAG.findall(markup))) > 2 * max_nodes:  # an element's start and end tags
-        raise TooLarge(f"markup of {tags} tags: more than {max_nodes} elements, texts and comments")
+    if (tags := markup.count("<")) > 2 * max_nodes:  # at most one tag at each "<": an element's start and end tags
+        raise TooLarge(f"markup of up to {tags} tags: more than {max_nodes} elements, texts and comments")
     check_nesting(markup)
     tree = LexborHTMLParser(markup, is_fragment=fragment, scripting=True)
     soup = BeautifulSoup("", "html.parser", multi_valued_attributes=None)

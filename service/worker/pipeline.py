@@ -19,6 +19,7 @@ from service.metrics import Metrics
 from service.protocol import EngineClient
 from service.settings import Settings
 from service.worker.detect import LanguageDetector
+from service.worker.documents.unit import DocumentUnit
 from service.worker.errors import InvalidRequest, Unsupported
 from service.worker.html import HtmlText
 from service.worker.pairs import Pair, Pairs, language_name
@@ -177,11 +178,12 @@ class Pipeline:
             check.source = self.document_language(texts, check.target)
         translated: list[str] = list(texts)
         running = asyncio.Semaphore(DOCUMENT_REQUESTS)
+        unit = DocumentUnit(self.engine, self.settings.max_queue_wait_s)
 
         async def batch(begin: int) -> None:
             req = check.model_copy(update={"q": texts[begin : begin + DOCUMENT_BATCH]})
             async with running:
-                answer = await self.run(req, req.q, request_limits=False)
+                answer = await self.run(req, req.q, request_limits=False, unit=unit)
             translated[begin : begin + DOCUMENT_BATCH] = answer.translatedText
 
         await all_or_none(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH))
@@ -196,9 +198,12 @@ class Pipeline:
         pair, _ = self.route(sample, TranslateRequest(q=sample, source="auto", target=target))
         return pair.source if pair else target
 
-    async def run(self, req: TranslateRequest, texts: list[str], request_limits: bool) -> TranslateResponse:
+    async def run(
+        self, req: TranslateRequest, texts: list[str], request_limits: bool, unit: DocumentUnit | None = None
+    ) -> TranslateResponse:
         """Clean, route, split, tokenize and submit the texts; `request_limits`: a request's max_chars and
-        max_request_work hold (a document has its own limit, checked when it is read)."""
+        max_request_work hold (a document has its own limit, checked when it is read); `unit`: the document whose
+        part they are, admitted as one unit."""
         cleaned = [clean_text(text) for text in texts]
         if request_limits:
             self.check_texts(cleaned)
@@ -214,7 +219,7 @@ class Pipeline:
             ids[name] = pair.source_ids([s for t in group for s in t.sentences])
         opts = self.search_options(req)
         self.check_sizes([x for pair_ids in ids.values() for x in pair_ids], opts, request_limits)
-        await all_or_none(self.submit(group, ids[name], opts) for name, group in by_pair.items())
+        await all_or_none(self.submit(group, ids[name], opts, unit) for name, group in by_pair.items())
         return self.answer(req, prepared)
 
     def check_sizes(self, sentences: list[list[int]], opts: SearchOptions, work_limit: bool) -> None:
@@ -234,13 +239,15 @@ class Pipeline:
                 f"limit is {s.max_request_work}; send fewer sentences or a smaller beam"
             )
 
-    async def submit(self, texts: list[Text], ids: list[list[int]], opts: SearchOptions) -> None:
+    async def submit(
+        self, texts: list[Text], ids: list[list[int]], opts: SearchOptions, unit: DocumentUnit | None = None
+    ) -> None:
         """Translate the sentences of texts routed to one pair (`ids`, in order): max_sentences at a time, so that
         a long text is never refused for a count of sentences its client cannot see."""
         pair, step = texts[0].pair, self.settings.max_sentences
         hyps, pair_opts = [], pair.search_options(opts)
         for begin in range(0, len(ids), step):
-            hyps += await self.engine.translate(pair.name, ids[begin : begin + step], pair_opts)
+            hyps += await (unit or self.engine).translate(pair.name, ids[begin : begin + step], pair_opts)
         nbest = [pair.tokenizer.decode([nth(h, k).tokens for h in hyps]) for k in range(opts.n_best)]
         offset = 0
         for text in texts:
