@@ -382,7 +382,7 @@ def test_a_document_admitted_once_is_never_refused_for_its_own_sentences():
         return await asyncio.gather(*(unit.translate("en-de", [[1] * n], None) for n in range(1, 6)))
 
     engine = QueueOfOne()
-    assert asyncio.run(document(engine)) == [[["en-de:%d" % n]] for n in range(1, 6)]
+    assert asyncio.run(document(engine)) == [[[f"en-de:{n}"]] for n in range(1, 6)]
     assert engine.calls == 5 and engine.refused > 0  # its later calls were refused, and asked again
     full = QueueOfOne(full=True)
     with pytest.raises(Exception, match="queue is full"):  # nothing of it in the engine: refused at once
