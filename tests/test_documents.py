@@ -371,3 +371,19 @@ def test_an_epub_chapter_named_twice_in_the_manifest_is_read_once():
             written.writestr(member, twice if member.filename == opf else archive.read(member))
     once, again = read(book, ".epub", LIMIT), read(out.getvalue(), ".epub", LIMIT)
     assert again.units and len(again.units) == len(once.units)
+
+
+def test_an_epub_chapter_that_names_the_xhtml_dtd_keeps_the_text_of_its_html_entities():
+    """&nbsp; and &mdash; are defined by the XHTML DTD, which is never loaded: their text is kept, not dropped."""
+    page = ('<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.1//EN" '
+            '"http://www.w3.org/TR/xhtml11/DTD/xhtml11.dtd">\n<html xmlns="http://www.w3.org/1999/xhtml"><head>'
+            "<title>T</title></head><body><p>Hello&nbsp;there &amp; here.</p><p>One &mdash; two.</p></body></html>")
+    source = epub_book("A book", [("One", "<html><body><p>x</p></body></html>")])
+    archive = zipfile.ZipFile(io.BytesIO(source))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as written:
+        for member in archive.infolist():
+            written.writestr(member, page if member.filename == "EPUB/chapter1.xhtml" else archive.read(member))
+    document = read(out.getvalue(), ".epub", LIMIT)
+    texts = ["".join(piece for piece in unit if isinstance(piece, str)) for unit in document.units]
+    assert "Hello\xa0there & here." in texts and "One \u2014 two." in texts

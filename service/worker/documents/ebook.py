@@ -6,12 +6,18 @@ a document the manifest names more than once is read once (and its elements coun
 package).
 The book is written back as a copy of its zip with those documents replaced, every other member (package document,
 images, styles, fonts) as it came: ebooklib's writer would generate the package document and navigation anew.
+
+A chapter that names the XHTML DTD may use HTML's named entities (&nbsp;, &mdash;), which that DTD defines but which
+no parser here reads from it (DTDs are never loaded): they are written as the characters' numbers before the chapter
+is parsed, so that their text is kept.
 """
 
 from __future__ import annotations
 
 import io
 import posixpath
+import re
+from html.entities import name2codepoint
 
 from bs4 import BeautifulSoup
 from ebooklib import epub
@@ -30,7 +36,7 @@ class Book:
         names = [posixpath.normpath(posixpath.join(reader.opf_dir, item.file_name))
                  for item in book.get_items() if isinstance(item, epub.EpubHtml)]
         for name in dict.fromkeys(names):
-            soup = BeautifulSoup(self.archive.read(name), "xml")
+            soup = BeautifulSoup(numbered_entities(self.archive.read(name)), "xml")
             self.chapters.append((name, soup, HtmlUnits(soup)))
         self.units: list[Unit] = [unit for _, _, html in self.chapters for unit in html.units]
 
@@ -41,3 +47,20 @@ class Book:
             at += len(html.units)
             replaced[name] = soup.decode(formatter=XML_FORMATTER).encode("utf-8")
         return rewrite(self.archive, replaced)
+
+
+NAMED_ENTITY = re.compile(rb"&([A-Za-z][A-Za-z0-9]{1,31});")
+XML_ENTITIES = frozenset({b"amp", b"lt", b"gt", b"quot", b"apos"})
+
+
+def numbered_entities(xhtml: bytes) -> bytes:
+    """HTML's named entities written as character references (&nbsp; as &#160;); XML's own five, and names HTML does
+    not know, as they were."""
+
+    def number(match: re.Match[bytes]) -> bytes:
+        name = match[1]
+        if name in XML_ENTITIES or (code := name2codepoint.get(name.decode("ascii"))) is None:
+            return match[0]
+        return b"&#%d;" % code
+
+    return NAMED_ENTITY.sub(number, xhtml)
