@@ -26,7 +26,8 @@ refused (issue 49): 8 large .txt uploads at once, whose clients hang up after 30
 protocol: server CPU time per request under wrk (32 connections, GET on a trivial ASGI app) with uvicorn's httptools
     protocol, ours (service.worker.server.BoundedHttpProtocol: the same parser with limits) and h11.
 
-Results: bench/results/hostile.json (--name: another name; issue 49's cases are in hostile-documents.json). The tests (tests/test_hostile.py) run the same clients against the tiny model.
+Results: bench/results/hostile.json (--name: another name; issue 49's cases are in hostile-documents.json). The
+tests (tests/test_hostile.py) run the same clients against the tiny model.
 """
 
 from __future__ import annotations
