@@ -158,7 +158,6 @@ def header_flood(service: RunningService, connections: int = 4, header_bytes: in
     an HTTP worker's RSS while they did (sampled every 5 ms)."""
     _, workers = engine_and_workers(service)
     before = settled_rss(workers)
-    peak = dict(before)
     head = http_request("GET", "/health", {"X-Flood": ""}).removesuffix(b"\r\n\r\n")
     filler = b"a" * 65536
 
@@ -175,21 +174,12 @@ def header_flood(service: RunningService, connections: int = 4, header_bytes: in
             except (ConnectionError, BrokenPipeError):
                 return "closed"
 
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(0.005):
-            for pid in workers:
-                peak[pid] = max(peak[pid], rss_mib(pid))
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
+    def flood_all() -> list[str]:
         got = in_threads(flood, connections)
         time.sleep(0.2)
-    finally:
-        done.set()
-        watcher.join()
+        return got
+
+    got, peak = peak_rss_while(workers, flood_all)
     return {"connections": connections, "header_mib": header_bytes / 2**20, "got": dict(Counter(got)),
             "worker_rss_growth_mib": round(max(peak[pid] - before[pid] for pid in workers), 1)}
 
