@@ -387,3 +387,9 @@ def test_an_epub_chapter_that_names_the_xhtml_dtd_keeps_the_text_of_its_html_ent
     document = read(out.getvalue(), ".epub", LIMIT)
     texts = ["".join(piece for piece in unit if isinstance(piece, str)) for unit in document.units]
     assert "Hello\xa0there & here." in texts and "One \u2014 two." in texts
+
+
+def test_a_library_error_message_shows_no_object_address():
+    """python-pptx names the file it could not read by its repr, "<_io.BytesIO object at 0x7f...>"."""
+    message = refused(word_document(), ".pptx")
+    assert "not a PowerPoint file" in message and not regex.search(r"0x[0-9a-fA-F]{6,}", message), message
