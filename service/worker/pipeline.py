@@ -75,6 +75,7 @@ class Pipeline:
         self.metrics = metrics
         # no translation is longer than the positions of its model: a larger max_length is capped, never an error
         self.longest_output = max(pair.config.model.max_len for pair in pairs.pairs.values())
+        self.documents = asyncio.Semaphore(settings.documents_at_once)  # documents in the engine at once
 
     def beam_size(self, req: TranslateRequest) -> int:
         """The beam a request decodes with: its own or the default, and wide enough for its alternatives."""
@@ -171,7 +172,9 @@ class Pipeline:
     async def translate_document(self, texts: list[str], source: str, target: str) -> list[str]:
         """A document's texts (service.worker.documents; TRANSLATOR_MAX_FILE_CHARS bounds it when it is read, not
         the request limits): with source "auto" its language is detected once, on the whole document; then
-        DOCUMENT_BATCH texts a request, DOCUMENT_REQUESTS requests at a time, so that the running batch stays full."""
+        DOCUMENT_BATCH texts a request, DOCUMENT_REQUESTS requests at a time, so that the running batch stays full.
+        At most TRANSLATOR_DOCUMENTS_AT_ONCE documents of this worker are in the engine at once: the others wait
+        here, holding no place in the engine's queue, which stays open to other requests."""
         check = TranslateRequest(q=texts or [""], source=source, target=target)
         self.check(check)
         if check.source == "auto":
@@ -186,7 +189,8 @@ class Pipeline:
                 answer = await self.run(req, req.q, request_limits=False, unit=unit)
             translated[begin : begin + DOCUMENT_BATCH] = answer.translatedText
 
-        await all_or_none(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH))
+        async with self.documents:
+            await all_or_none(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH))
         return translated
 
     def document_language(self, texts: list[str], target: str) -> str:
