@@ -412,3 +412,25 @@ def test_the_first_error_cancels_the_other_parts_of_a_request():
         return time.monotonic() - started
 
     assert asyncio.run(main()) < 1 and len(cancelled) == 2
+
+
+def test_a_document_whose_waiting_sentences_are_shed_asks_again():
+    """The engine sheds sentences that cannot start in time (QueueFull, after they waited): a document's call shed so
+    had been accepted, and is asked again rather than failing the document."""
+    from service.protocol import QueueFull
+    from service.worker.documents import unit as units
+
+    class ShedsOnce:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def translate(self, pair, sentences, opts):
+            self.calls += 1
+            if self.calls == 1:
+                await asyncio.sleep(units.ACCEPTED_AFTER_S + 0.05)  # it waited in the queue, then was shed
+                raise QueueFull("cannot start within the queue's deadline")
+            return [["done"] for _ in sentences]
+
+    engine = ShedsOnce()
+    unit = units.DocumentUnit(engine, patience_s=10.0)
+    assert asyncio.run(unit.translate("en-de", [[1]], None)) == [["done"]] and engine.calls == 2

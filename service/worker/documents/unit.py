@@ -5,8 +5,11 @@ time, each in calls of TRANSLATOR_MAX_SENTENCES sentences). The engine admits ea
 admission), so that a document's later calls could be refused (QueueFull) because of its own sentences waiting ahead
 of them, and a document fail on an idle server. Here the first call decides: once one of a document's calls is
 accepted, a later call that finds the queue full waits RETRY_S and asks again, while the document's own sentences
-leave the queue as they run. It gives up (QueueFull, 503) when no call of the document is in the engine and none
-was answered for TRANSLATOR_MAX_QUEUE_WAIT_S: the queue is held by other clients' work.
+leave the queue as they run. A call is known to have been accepted when it is answered, or when its refusal comes
+after ACCEPTED_AFTER_S (the engine refuses a call at once; later, QueueFull means its sentences waited and were
+shed as unable to start in time: they are asked again). It gives up (QueueFull, 503) when no call of the document is
+in the engine and none was accepted, or none was answered for TRANSLATOR_MAX_QUEUE_WAIT_S: the queue is held by
+other clients' work.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ from core.search import Hypothesis, SearchOptions
 from service.protocol import EngineClient, QueueFull
 
 RETRY_S = 0.1
+ACCEPTED_AFTER_S = 1.0
 
 
 class DocumentUnit:
     def __init__(self, engine: EngineClient, patience_s: float) -> None:
         self.engine, self.patience_s = engine, patience_s
-        self.admitted = False  # a call of the document was answered
+        self.admitted = False  # a call of the document was accepted
         self.in_engine = 0  # calls of the document sent and not answered or refused yet
         self.progress = time.monotonic()  # when a call was last answered
 
@@ -31,10 +35,12 @@ class DocumentUnit:
         """The engine's translate(), refused only when the document holds nothing in the engine (see the module)."""
         while True:
             self.in_engine += 1
+            sent = time.monotonic()
             try:
                 hyps = await self.engine.translate(pair, sentences, opts)
             except QueueFull:
                 self.in_engine -= 1
+                self.admitted |= time.monotonic() - sent >= ACCEPTED_AFTER_S
                 waited = time.monotonic() - self.progress
                 if not self.in_engine and (not self.admitted or waited > self.patience_s):
                     raise
