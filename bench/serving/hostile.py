@@ -770,7 +770,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.serve_protocol:
         serve_trivial_app(args.serve_protocol, args.port)
         return
-    results = {"machine": environment(["uvicorn", "httptools", "h11", "beautifulsoup4"]),
+    run = {"commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip(),
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "command": "python -m bench.serving.hostile " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "load_average_before": [round(load, 1) for load in os.getloadavg()]}  # the machine is shared
+    results = {"run": run, "machine": environment(["uvicorn", "httptools", "h11", "beautifulsoup4", "selectolax"]),
                **run_cases(args.model_dir, args.cases, args.rounds)}
     print(json.dumps(results, indent=2, ensure_ascii=False))
     write_results(args.out, args.name, results)
