@@ -770,7 +770,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.serve_protocol:
         serve_trivial_app(args.serve_protocol, args.port)
         return
-    run = {"commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip(),
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+    run = {"commit": commit,
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "command": "python -m bench.serving.hostile " + " ".join(argv if argv is not None else sys.argv[1:]),
            "load_average_before": [round(load, 1) for load in os.getloadavg()]}  # the machine is shared
