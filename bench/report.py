@@ -301,6 +301,23 @@ def hostile(results: list[dict]) -> list[Figure]:
     ]
 
 
+def hostile_documents(results: list[dict]) -> list[Figure]:
+    data = results[0]
+    figures = []
+    for name, bomb in data["bombs"].items():
+        growth, after = bomb["worker_rss_growth_mib"], bomb["worker_rss_10s_after_over_idle_mib"]
+        figures.append(Figure(f"{name} (answered {bomb['got']}): a worker's RSS growth", mib(growth),
+                              verdict("≤ 100 MiB", growth <= 100)))
+        figures.append(Figure(f"{name}: its RSS 10 s after, over idle", mib(after), verdict("≤ 50 MiB", after <= 50)))
+    probe = data["uploads"]["probe"]
+    figures.append(Figure(f"a probe's p99 while {data['uploads']['clients']} clients upload 1 MB documents",
+                          f"{probe['p99_s']:.2f} s", goal(probe["p99_s"], "≤ 1 s", probe["p99_s"] <= 1)))
+    idle = data["refused"]["engine_idle_after_last_answer_or_hang_up_s"]
+    figures.append(Figure(f"the engine idle after {data['refused']['documents']} refused documents",
+                          f"{idle:.2f} s", goal(idle / 2, "≤ 2 s", idle <= 2)))
+    return figures
+
+
 # --- the questions ------------------------------------------------------------------------------------------------
 
 CPU_SINCE = "The service's CPU code has changed since this commit; the figures are not remeasured."
@@ -448,6 +465,12 @@ QUESTIONS = [
         "SIGSTOP; the cost of the bounded HTTP protocol against httptools.",
         "the goals: every refusal a 503 with Retry-After, no other 5xx", ("hostile_load.json", "hostile.json"),
         hostile, CPU_SINCE,
+    ),
+    Question(
+        "Hostile documents",
+        "Document bombs uploaded alone (their answer and an HTTP worker's memory), a probe sentence every 0.5 s while "
+        "50 clients upload 1 MB documents, and how soon the engine is idle after 8 refused documents.",
+        "the goals", ("hostile-documents.json",), hostile_documents,
     ),
     Question(
         "A soak under mixed load",

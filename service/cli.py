@@ -28,7 +28,7 @@ from service.engine.engine import Engine
 from service.metrics import Metrics
 from service.settings import Settings
 from service.worker.app import pipeline_for
-from service.worker.documents import FORMATS
+from service.worker.documents import FORMATS, Limits
 from service.worker.documents.translate import TranslateTexts, translate_file
 from service.worker.errors import RequestError
 
@@ -103,7 +103,9 @@ async def through(url: str, source: str, target: str) -> AsyncIterator[Translate
 async def translate(data: bytes, suffix: str, translator: AbstractAsyncContextManager[TranslateTexts]) -> bytes:
     """The file translated, by the translator given (in_process or through)."""
     async with translator as translate_texts:
-        return await translate_file(data, suffix, Settings().max_file_chars, translate_texts)
+        settings = Settings()
+        limits = Limits(chars=settings.max_file_chars, nodes=settings.max_file_nodes)
+        return await translate_file(data, suffix, limits, translate_texts)
 
 
 def output_path(args: argparse.Namespace, suffix: str) -> Path | None:

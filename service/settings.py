@@ -122,6 +122,16 @@ class Settings(BaseSettings):
         "`TRANSLATOR_MAX_CHARS`); a larger file gets 413. A 1 MB .docx of plain English text holds about 2.7 million, "
         "a long novel 1 to 3 million"
     )
+    max_file_nodes: int = Field(
+        200_000, ge=1, description="XML elements (all the parts of a .docx, .pptx, .odt, .odp or .epub together), "
+        "HTML tags, elements, texts and comments, lines of a .txt or cues of an .srt in one file of "
+        "`/translate_file`, counted as the file is read, before its tree is built; a file with more gets 413"
+    )
+    documents_at_once: int = Field(
+        1, ge=1, description="documents of `/translate_file` that one HTTP worker has in the engine at once; the "
+        "others wait their turn in the worker (their clients may hang up), holding no place in the engine's queue, "
+        "which stays open to other requests"
+    )
     max_body_bytes: int = Field(
         1 << 20, ge=1, description="bytes of one request body; a larger one gets 413 before it is read"
     )
@@ -185,6 +195,15 @@ class Settings(BaseSettings):
         20.0, ge=0, description="on SIGTERM: accepted work runs up to this long, what is left is answered 503 with "
         "`Retry-After`, and the process exits 0 (the compose files' `stop_grace_period` is 30 s)"
     )
+    public_url: str = Field(
+        "", description="the service's URL as its clients reach it (`https://translate.example.org/`): "
+        "`translatedFileUrl` is built from it; empty: from the request's own Host, if it is one of "
+        "`TRANSLATOR_ALLOWED_HOSTS`, else from the address the server listens on"
+    )
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        ["localhost", "127.0.0.1", "[::1]"], description="comma-separated Host names (with or without a port) from "
+        "which `translatedFileUrl` may be built when `TRANSLATOR_PUBLIC_URL` is empty; `*`: any Host"
+    )
     cors_origins: Annotated[list[str], NoDecode] = Field(
         ["*"], description="comma-separated origins whose pages may call the API; `*`: any, as LibreTranslate "
         "answers; empty: no CORS headers"
@@ -194,7 +213,7 @@ class Settings(BaseSettings):
     )
     log_level: str = Field("info", description="log level of the service's processes and of uvicorn")
 
-    @field_validator("api_keys", "cors_origins", mode="before")
+    @field_validator("api_keys", "cors_origins", "allowed_hosts", mode="before")
     @classmethod
     def split_commas(cls, value: str | list[str]) -> list[str]:
         if isinstance(value, str):

@@ -22,13 +22,14 @@ from docx.oxml.ns import qn
 from ebooklib import epub
 
 from service.settings import Settings
-from service.worker.documents import FORMATS, read
+from service.worker.documents import FORMATS, Limits, read
 from service.worker.documents.package import MAX_UNPACKED
 from service.worker.documents.translate import translate_document, translate_file
 from service.worker.errors import InvalidRequest, RequestError, TooLarge
 
 PLACEHOLDER = regex.compile(r"^\d{4,}[.,]?$")
-LIMIT = Settings.model_fields["max_file_chars"].default  # the default admits a 1 MB .docx
+LIMIT = Limits(chars=Settings.model_fields["max_file_chars"].default,  # the defaults admit a 1 MB .docx
+               nodes=Settings.model_fields["max_file_nodes"].default)
 
 
 async def upper(texts: list[str]) -> list[str]:
@@ -296,7 +297,7 @@ def test_an_xml_bomb_is_refused():
                          for i in range(1, 10))
               + b']><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
               b"<w:body><w:p><w:r><w:t>&lol9;</w:t></w:r></w:p></w:body></w:document>")
-    assert "entity" in refused(with_member("word/document.xml", laughs), ".docx")  # libxml2's amplification limit
+    assert "declares XML entities" in refused(with_member("word/document.xml", laughs), ".docx")  # before a parse
     declared = laughs.replace(b"&lol9;", b"&lol;")
     assert "declares XML entities" in refused(with_member("word/document.xml", declared), ".docx")
 
@@ -316,7 +317,7 @@ def test_binary_data_named_as_text_is_a_400(suffix: str):
 
 def test_a_file_over_the_character_limit_is_a_413():
     with pytest.raises(TooLarge):
-        read(b"word " * 1000, ".txt", 4000)
+        read(b"word " * 1000, ".txt", Limits(chars=4000, nodes=LIMIT.nodes))
 
 
 def test_a_one_megabyte_word_document_is_read_and_written_in_seconds():
@@ -336,3 +337,59 @@ def test_a_one_megabyte_word_document_is_read_and_written_in_seconds():
     assert time.perf_counter() - start < 30  # a generous bound: reading it back must not be quadratic
     assert len(result.paragraphs) == 9000
     assert all(run.text.isupper() for run in result.paragraphs[-1].runs if run.bold)
+
+
+# --- documents read within a budget: refused before memory grows with what they unpack to ------------------------
+
+
+def test_a_small_docx_of_millions_of_empty_paragraphs_is_refused_while_it_streams():
+    paragraphs = b"<w:p/>" * (2 * LIMIT.nodes)  # 2.4 MB unpacked, far under the unpacked-size limit
+    document = (b"<w:document xmlns:w='http://schemas.openxmlformats.org/wordprocessingml/2006/main'><w:body>"
+                + paragraphs + b"</w:body></w:document>")
+    bomb = with_member("word/document.xml", document)
+    assert len(bomb) < 200_000
+    assert f"more than {LIMIT.nodes} XML elements" in refused(bomb, ".docx", TooLarge)
+
+
+def test_html_txt_and_srt_files_of_too_many_nodes_are_refused_before_they_are_parsed():
+    assert "more than" in refused(b"<br>" * (2 * LIMIT.nodes + 1), ".html", TooLarge)
+    assert "line breaks" in refused(b"\n" * (LIMIT.nodes + 1), ".txt", TooLarge)
+    cue = b"1\n00:00:00,000 --> 00:00:01,000\nx\n\n"
+    assert "cue timings" in refused(cue * (LIMIT.nodes + 1), ".srt", TooLarge)
+
+
+def test_an_epub_chapter_named_twice_in_the_manifest_is_read_once():
+    book = epub_book("A book", [(f"Chapter {n}", CHAPTER.format(n=n)) for n in (1, 2)])
+    archive = zipfile.ZipFile(io.BytesIO(book))
+    opf = next(name for name in archive.namelist() if name.endswith(".opf"))
+    package = archive.read(opf).decode()
+    item = regex.search(r'<item [^>]*href="chapter1.xhtml"[^>]*/>', package)[0]
+    twice = package.replace(item, item + item.replace('id="', 'id="again-'))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as written:
+        for member in archive.infolist():
+            written.writestr(member, twice if member.filename == opf else archive.read(member))
+    once, again = read(book, ".epub", LIMIT), read(out.getvalue(), ".epub", LIMIT)
+    assert again.units and len(again.units) == len(once.units)
+
+
+def test_an_epub_chapter_that_names_the_xhtml_dtd_keeps_the_text_of_its_html_entities():
+    """&nbsp; and &mdash; are defined by the XHTML DTD, which is never loaded: their text is kept, not dropped."""
+    page = ('<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.1//EN" '
+            '"http://www.w3.org/TR/xhtml11/DTD/xhtml11.dtd">\n<html xmlns="http://www.w3.org/1999/xhtml"><head>'
+            "<title>T</title></head><body><p>Hello&nbsp;there &amp; here.</p><p>One &mdash; two.</p></body></html>")
+    source = epub_book("A book", [("One", "<html><body><p>x</p></body></html>")])
+    archive = zipfile.ZipFile(io.BytesIO(source))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as written:
+        for member in archive.infolist():
+            written.writestr(member, page if member.filename == "EPUB/chapter1.xhtml" else archive.read(member))
+    document = read(out.getvalue(), ".epub", LIMIT)
+    texts = ["".join(piece for piece in unit if isinstance(piece, str)) for unit in document.units]
+    assert "Hello\xa0there & here." in texts and "One \u2014 two." in texts
+
+
+def test_a_library_error_message_shows_no_object_address():
+    """python-pptx names the file it could not read by its repr, "<_io.BytesIO object at 0x7f...>"."""
+    message = refused(word_document(), ".pptx")
+    assert "not a PowerPoint file" in message and not regex.search(r"0x[0-9a-fA-F]{6,}", message), message

@@ -10,6 +10,7 @@ Connection: close. The clients are bench.serving.hostile's, which measures the s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import tempfile
@@ -327,3 +328,109 @@ def test_a_failed_bind_leaves_no_temporary_folder(tmp_path: Path, monkeypatch):
         with pytest.raises(OSError):
             Supervisor(Settings(host="127.0.0.1", port=taken.getsockname()[1]))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_translated_file_urls_come_from_the_public_url_or_an_allowed_host():
+    """A client's Host header names where download links point only when that host is allowed."""
+    from starlette.requests import Request
+
+    from service.settings import Settings
+    from service.worker.routes.files import public_base
+
+    def request(host: str) -> Request:
+        return Request({"type": "http", "scheme": "http", "server": ("127.0.0.1", 8000), "path": "/translate_file",
+                        "root_path": "", "headers": [(b"host", host.encode())], "query_string": b""})
+
+    defaults = Settings(_env_file=None)
+    assert public_base(request("localhost:8000"), defaults) == "http://localhost:8000/"
+    assert public_base(request("evil.example"), defaults) == "http://127.0.0.1:8000/"
+    public = Settings(_env_file=None, public_url="https://translate.example.org/base")
+    assert public_base(request("evil.example"), public) == "https://translate.example.org/base/"
+    anyone = Settings(_env_file=None, allowed_hosts="*")
+    assert public_base(request("other.example:81"), anyone) == "http://other.example:81/"
+
+
+# --- work that ends with its answer; a document admitted as one unit --------------------------------------------
+
+
+class QueueOfOne:
+    """An engine whose queue holds one call: another call arriving meanwhile is refused (QueueFull); or, `full`,
+    one that refuses every call (other clients' work holds its queue)."""
+
+    def __init__(self, full: bool = False) -> None:
+        self.full, self.busy, self.calls, self.refused = full, False, 0, 0
+
+    async def translate(self, pair, sentences, opts):
+        from service.protocol import QueueFull
+
+        if self.full or self.busy:
+            self.refused += 1
+            raise QueueFull("the queue is full")
+        self.busy, self.calls = True, self.calls + 1
+        try:
+            await asyncio.sleep(0.05)
+        finally:
+            self.busy = False
+        return [[f"{pair}:{len(s)}"] for s in sentences]
+
+
+def test_a_document_admitted_once_is_never_refused_for_its_own_sentences():
+    from service.worker.documents.unit import DocumentUnit
+
+    async def document(engine: QueueOfOne) -> list:
+        unit = DocumentUnit(engine, patience_s=1.0)
+        return await asyncio.gather(*(unit.translate("en-de", [[1] * n], None) for n in range(1, 6)))
+
+    engine = QueueOfOne()
+    assert asyncio.run(document(engine)) == [[[f"en-de:{n}"]] for n in range(1, 6)]
+    assert engine.calls == 5 and engine.refused > 0  # its later calls were refused, and asked again
+    full = QueueOfOne(full=True)
+    with pytest.raises(Exception, match="queue is full"):  # nothing of it in the engine: refused at once
+        asyncio.run(asyncio.wait_for(document(full), 1.0))
+    assert full.refused == 5
+
+
+def test_the_first_error_cancels_the_other_parts_of_a_request():
+    """A document's other internal requests are cancelled when one fails (their sentences leave the engine)."""
+    from service.worker.pipeline import all_or_none
+
+    cancelled = []
+
+    async def part(fails: bool) -> None:
+        try:
+            await asyncio.sleep(0.01 if fails else 10)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        raise RuntimeError("refused")
+
+    async def main() -> float:
+        started = time.monotonic()
+        with pytest.raises(RuntimeError):
+            await all_or_none([part(False), part(True), part(False)])
+        await asyncio.sleep(0)  # the cancellations are delivered at the tasks' next step
+        return time.monotonic() - started
+
+    assert asyncio.run(main()) < 1 and len(cancelled) == 2
+
+
+def test_a_document_whose_waiting_sentences_are_shed_asks_again():
+    """The engine sheds sentences that cannot start in time (QueueFull, after they waited): a document's call shed so
+    had been accepted, and is asked again rather than failing the document."""
+    from service.protocol import QueueFull
+    from service.worker.documents import unit as units
+
+    class ShedsOnce:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def translate(self, pair, sentences, opts):
+            self.calls += 1
+            if self.calls == 1:
+                await asyncio.sleep(units.ACCEPTED_AFTER_S + 0.05)  # it waited in the queue, then was shed
+                raise QueueFull("cannot start within the queue's deadline")
+            return [["done"] for _ in sentences]
+
+    engine = ShedsOnce()
+    unit = units.DocumentUnit(engine, patience_s=10.0)
+    assert asyncio.run(unit.translate("en-de", [[1]], None)) == [["done"]] and engine.calls == 2

@@ -274,6 +274,34 @@ def test_page_says_the_model_is_loading_and_asks_again(service: RunningService, 
     visit.assert_stayed_on(service.url)
 
 
+def test_page_asks_for_an_api_key_when_the_server_needs_one_and_sends_it(service: RunningService, visit: Visit) -> None:
+    """/frontend/settings answers keyRequired as a server with keys does: the page shows a key field, and sends what
+    is typed in it as api_key, LibreTranslate's parameter."""
+    page, sent = visit.page, []
+
+    def with_keys(route: Route) -> None:
+        settings = route.fetch().json()
+        route.fulfill(json={**settings, "apiKeys": True, "keyRequired": True})
+
+    def recorded(route: Route) -> None:
+        sent.append(route.request.post_data_json)
+        route.continue_()
+
+    page.goto(service.url + "/")
+    expect(page.get_by_role("button", name="Translate")).to_be_enabled()
+    expect(page.get_by_label("API key")).to_be_hidden()  # this server needs no key
+    page.route("**/frontend/settings", with_keys)
+    page.route("**/translate", recorded)
+    page.reload()
+    expect(page.get_by_role("button", name="Translate")).to_be_enabled()
+    page.get_by_label("API key").fill("the-key")
+    page.get_by_label("Text").fill("A man is riding a bicycle.")
+    page.get_by_role("button", name="Translate").click()
+    expect(page.get_by_label("Translation", exact=True)).not_to_be_empty()
+    assert sent[-1]["api_key"] == "the-key"
+    visit.assert_stayed_on(service.url)
+
+
 def test_docs_render_swagger_ui_without_leaving_the_service(service: RunningService, visit: Visit) -> None:
     page = visit.page
     page.goto(service.url + "/docs")

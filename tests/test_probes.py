@@ -33,6 +33,7 @@ from pptx.util import Inches
 from test_documents import epub_book, saved
 
 from service.launch import running_service
+from service.worker import html5
 
 PROBES = Path(__file__).parent / "data" / "probes"
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -122,8 +123,10 @@ def problems(markup: str) -> list[str]:
     return parser.problems + [f"<{tag}> never closed" for tag in parser.open]
 
 
-def soup(markup: str) -> BeautifulSoup:
-    return BeautifulSoup(markup, "html.parser", multi_valued_attributes=None)
+def soup(markup: str, fragment: bool = True) -> BeautifulSoup:
+    """The tree a browser builds of the markup (the service answers the browser's tree of its source: a table gets
+    its tbody)."""
+    return html5.parse(markup, fragment, max_nodes=1_000_000)
 
 
 def path(element: Tag) -> tuple:
@@ -275,7 +278,7 @@ def read_markup(tree: BeautifulSoup) -> Read:
 
 
 def read_html(data: bytes) -> Read:
-    tree = BeautifulSoup(data, "lxml", multi_valued_attributes=None)
+    tree = soup(data.decode(), fragment=False)
     assert tree.style.string == "td { padding: 4px; }"
     return read_markup(tree)
 

@@ -1,6 +1,6 @@
 """Hostile clients against `python -m service`, with the shipped models and default settings.
 
-    python -m bench.serving.hostile [--model-dir models] [--cases headers stall files idle drain protocol]
+    python -m bench.serving.hostile [--model-dir models] [--cases headers stall files idle bombs uploads ...]
 
 headers: four connections each send an 8 MB header field; the largest growth of an HTTP worker's RSS (goal:
     <= 20 MiB) and what each connection got (431, or its connection closed).
@@ -13,20 +13,30 @@ files: the status of each file-name case: uploads of 日本語.txt, a 300-charac
 idle: 1,000 connections that send nothing and 200 that send a header byte a second (slowloris): how long the service
     holds them (TRANSLATOR_KEEP_ALIVE_S and TRANSLATOR_HEADER_TIMEOUT_S).
 drain: 16 keep-alive clients through a SIGTERM drain, then through the engine process's death (SIGKILL): requests on
-    a reused connection that got a reset or EOF instead of an answer (goal 0), 503s without Connection: close, new
-    connections refused or reset as the port closed (allowed).
+    a reused connection that got a reset or EOF instead of an answer (goal 0), 503s without
+    Connection: close, new connections refused or reset as the port closed (allowed).
+bombs: each document bomb (a .docx of 40 MB of empty paragraphs, an .epub naming a 2 MB chapter four
+    times, an .html of 4 MB of <br>) uploaded alone: its answer, the growth of an HTTP worker's RSS (goal <= 100 MiB)
+    and its RSS 10 s after over idle (goal <= 50 MiB).
+uploads: 50 clients upload a 1 MB .txt of real text at once and hang up after 30 s; meanwhile a probe
+    sends one sentence every half second (goal: p99 <= 1 s); then how long until the engine is idle.
+refused: 8 large .txt uploads at once, whose clients hang up after 30 s; how long after the last error
+    answer or hang-up the engine's queue and batch are empty (goal: <= 2 s).
 protocol: server CPU time per request under wrk (32 connections, GET on a trivial ASGI app) with uvicorn's httptools
     protocol, ours (service.worker.server.BoundedHttpProtocol: the same parser with limits) and h11.
 
-Results: bench/results/hostile.json. The tests (tests/test_hostile.py) run the same clients against the tiny model.
+Results: bench/results/hostile.json (--name: another name; the document cases' run is in hostile-documents.json). The
+tests (tests/test_hostile.py) run the same clients against the tiny model.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -35,6 +45,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,9 +54,13 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
+import docx
+from ebooklib import epub
+
 from bench.common.defaults import REPO, RESULTS
 from bench.common.machine import environment, rss_mib
 from bench.common.report import write_results
+from bench.common.sentences import multi30k_sentences
 from service.launch import RunningService, free_port, running_service
 from service.metrics import MULTIPROCESS_DIR
 
@@ -142,7 +157,6 @@ def header_flood(service: RunningService, connections: int = 4, header_bytes: in
     an HTTP worker's RSS while they did (sampled every 5 ms)."""
     _, workers = engine_and_workers(service)
     before = settled_rss(workers)
-    peak = dict(before)
     head = http_request("GET", "/health", {"X-Flood": ""}).removesuffix(b"\r\n\r\n")
     filler = b"a" * 65536
 
@@ -159,21 +173,12 @@ def header_flood(service: RunningService, connections: int = 4, header_bytes: in
             except (ConnectionError, BrokenPipeError):
                 return "closed"
 
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(0.005):
-            for pid in workers:
-                peak[pid] = max(peak[pid], rss_mib(pid))
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
+    def flood_all() -> list[str]:
         got = in_threads(flood, connections)
         time.sleep(0.2)
-    finally:
-        done.set()
-        watcher.join()
+        return got
+
+    got, peak = peak_rss_while(workers, flood_all)
     return {"connections": connections, "header_mib": header_bytes / 2**20, "got": dict(Counter(got)),
             "worker_rss_growth_mib": round(max(peak[pid] - before[pid] for pid in workers), 1)}
 
@@ -496,6 +501,209 @@ def protocols(rounds: int, seconds: float) -> dict:
                    "median_requests_per_s": statistics.median(x["requests_per_s"] for x in r)}
             for name, r in runs.items()}
 
+# --- documents (issue 49) --------------------------------------------------------------------------------------
+
+
+def docx_of_empty_paragraphs(unpacked_mib: int = 40) -> bytes:
+    """A .docx of a few KB whose document.xml unpacks to `unpacked_mib` MiB of empty paragraphs."""
+    source = io.BytesIO()
+    docx.Document().save(source)
+    empty = b"<w:p/>" * (unpacked_mib * 2**20 // 6)
+    body = (b"<w:document xmlns:w='http://schemas.openxmlformats.org/wordprocessingml/2006/main'><w:body>" + empty
+            + b"</w:body></w:document>")
+    return with_member(source.getvalue(), "word/document.xml", body)
+
+
+def with_member(package: bytes, name: str, content: bytes) -> bytes:
+    """A zip with one member's content replaced, compressed."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(package)) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as written:
+        for member in source.infolist():
+            written.writestr(member.filename, content if member.filename == name else source.read(member))
+    return out.getvalue()
+
+
+def epub_of_one_chapter_named_four_times(chapter_mib: int = 2) -> bytes:
+    """A small .epub whose manifest names its one chapter of `chapter_mib` MiB (paragraphs of 1,000 letters) four
+    times."""
+    book = epub.EpubBook()
+    book.set_identifier("bomb")
+    book.set_title("Bomb")
+    book.set_language("en")
+    chapter = epub.EpubHtml(title="One", file_name="chapter.xhtml", lang="en")
+    paragraph = "<p>" + "word " * 200 + "</p>"
+    chapter.content = "<html><body>" + paragraph * (chapter_mib * 2**20 // len(paragraph)) + "</body></html>"
+    book.add_item(chapter)
+    book.toc = [chapter]
+    book.spine = ["nav", chapter]
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    out = io.BytesIO()
+    epub.write_epub(out, book)
+    archive = zipfile.ZipFile(io.BytesIO(out.getvalue()))
+    opf = next(name for name in archive.namelist() if name.endswith(".opf"))
+    package = archive.read(opf).decode()
+    item = re.search(r'<item [^>]*href="chapter.xhtml"[^>]*/>', package)[0]
+    again = "".join(item.replace('id="', f'id="again{i}-') for i in range(3))
+    return with_member(out.getvalue(), opf, package.replace(item, item + again).encode())
+
+
+BOMBS: dict[str, tuple[str, Callable[[], bytes]]] = {
+    "docx of 40 MiB of empty paragraphs": ("bomb.docx", docx_of_empty_paragraphs),
+    "epub naming a 2 MB chapter four times": ("bomb.epub", epub_of_one_chapter_named_four_times),
+    "html of 4 MB of <br>": ("bomb.html", lambda: b"<br>" * (1 << 20)),
+}
+
+
+def upload(name: str, content: bytes, source: bytes = b"en") -> bytes:
+    return multipart_file(name.encode(), content, source)
+
+
+def peak_rss_while(pids: list[int], work: Callable[[], object]) -> tuple[object, dict[int, float]]:
+    """work()'s result, and each process's largest RSS while it ran (sampled every 5 ms)."""
+    peak = {pid: rss_mib(pid) for pid in pids}
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.005):
+            for pid in pids:
+                peak[pid] = max(peak[pid], rss_mib(pid))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        result = work()
+    finally:
+        done.set()
+        watcher.join()
+    return result, peak
+
+
+def bombs(service: RunningService, hang_up_s: float = 20) -> dict:
+    """Each document bomb uploaded alone: its answer (a bomb read within the limits is translated: its client hangs
+    up after `hang_up_s`), its time, the largest growth of an HTTP worker's RSS meanwhile (goal: <= 100 MiB) and
+    each worker's RSS 10 s after, beside idle (goal: <= 50 MiB)."""
+    port, (_, workers) = port_of(service), engine_and_workers(service)
+    results = {}
+    for case, (name, make) in BOMBS.items():
+        data = make()
+        idle = settled_rss(workers)
+        started = time.perf_counter()
+        request = upload(name, data)
+        reply, peak = peak_rss_while(workers, functools.partial(exchange_or_hang_up, port, request, hang_up_s))
+        seconds = time.perf_counter() - started
+        time.sleep(10)
+        after = {pid: rss_mib(pid) for pid in workers}
+        body = reply.body.decode(errors="replace")[:200] if isinstance(reply, Reply) else ""
+        results[case] = {"bytes": len(data), "got": outcome(reply), "answer": body, "seconds": round(seconds, 2),
+                         "worker_rss_growth_mib": round(max(peak[pid] - idle[pid] for pid in workers), 1),
+                         "worker_rss_10s_after_over_idle_mib": round(max(after[pid] - idle[pid] for pid in workers), 1)}
+    return results
+
+
+def exchange_or_hang_up(port: int, data: bytes, seconds: float) -> Reply | str:
+    """exchange(), or "unfinished (hung up)" after `seconds` without an answer."""
+    try:
+        return exchange(port, data, timeout=seconds)
+    except TimeoutError:
+        return "unfinished (hung up)"
+
+
+def real_text(megabytes: float) -> bytes:
+    """`megabytes` MB of English paragraphs (Multi30k's training sentences, five a line)."""
+    sentences = multi30k_sentences(split="train")
+    lines, size, i = [], 0, 0
+    while size < megabytes * 1e6:
+        line = " ".join(sentences[(i + k) % len(sentences)] for k in range(5)) + "\n"
+        lines.append(line)
+        size += len(line.encode())
+        i += 5
+    return "".join(lines).encode()
+
+
+def metric(port: int, name: str) -> float:
+    """The sum of a metric's samples in /metrics."""
+    reply = exchange(port, http_request("GET", "/metrics"))
+    assert isinstance(reply, Reply) and reply.status == 200, reply
+    return sum(float(line.rsplit(" ", 1)[1]) for line in reply.body.decode().splitlines()
+               if line.startswith(name) and not line.startswith("#") and line[len(name)] in " {")
+
+
+def engine_busy(port: int) -> float:
+    """Sentences waiting for the engine and decoder rows running."""
+    return metric(port, "translator_queue_depth") + metric(port, "translator_running_rows")
+
+
+def probe_translate(port: int, until: float, every_s: float = 0.5) -> list[tuple[str, float]]:
+    """One sentence to translate every `every_s` until `until`: each answer's status and seconds."""
+    request = json_request("/translate", {"q": "A man is riding a bicycle.", "source": "en", "target": "de"})
+    answers = []
+    while time.monotonic() < until:
+        started = time.perf_counter()
+        got = outcome(exchange(port, request))
+        answers.append((got, time.perf_counter() - started))
+        time.sleep(max(0.0, every_s - (time.perf_counter() - started)))
+    return answers
+
+
+def uploads_and_probe(service: RunningService, clients: int = 50, megabytes: float = 1.0,
+                      seconds: float = 30.0) -> dict:
+    """`clients` upload a `megabytes` MB .txt of real text at once, and hang up after `seconds`; meanwhile a probe
+    sends one sentence every half second (goal: its p99 <= 1 s), beside its latency on the idle service just before. Then
+    how long the engine takes to be idle again."""
+    port, (_, workers) = port_of(service), engine_and_workers(service)
+    document = upload("real.txt", real_text(megabytes))
+    idle = [t for _, t in probe_translate(port, time.monotonic() + 5)]
+    until = time.monotonic() + seconds
+    got: list[str] = []
+
+    def client() -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=seconds) as sock:
+            try:
+                sock.sendall(document)
+                sock.settimeout(max(0.1, until - time.monotonic()))
+                got.append(outcome(read_reply(sock)))
+            except TimeoutError:
+                got.append("unfinished (hung up)")
+            except (ConnectionError, BrokenPipeError):
+                got.append("closed")
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    answers, peak = peak_rss_while(workers, lambda: probe_translate(port, until))
+    for thread in threads:
+        thread.join()
+    hung_up = time.monotonic()
+    while engine_busy(port) and time.monotonic() - hung_up < 60:
+        time.sleep(0.1)
+    times = [t for _, t in answers]
+    return {"clients": clients, "megabytes": megabytes, "seconds": seconds, "uploads": dict(Counter(got)),
+            "probe_idle_before": {"p50_s": round(percentile(idle, 50), 3), "max_s": round(max(idle), 3)},
+            "probe": {"got": dict(Counter(g for g, _ in answers)), "p50_s": round(percentile(times, 50), 3),
+                      "p99_s": round(percentile(times, 99), 3), "max_s": round(max(times), 3), "count": len(times)},
+            "worker_peak_rss_mib": [round(peak[pid], 1) for pid in workers],
+            "engine_idle_after_hang_up_s": round(time.monotonic() - hung_up, 2)}
+
+
+def refused_documents(service: RunningService, count: int = 8, megabytes: float = 1.0, hang_up_s: float = 30) -> dict:
+    """`count` large .txt uploads at once, each client hanging up after `hang_up_s` without an answer: their answers
+    (503 when the queue cannot take them), and how long after the last answer or hang-up the engine's queue and batch
+    are empty (goal: <= 2 s)."""
+    port = port_of(service)
+    document = upload("large.txt", real_text(megabytes))
+    answered: list[tuple[str, float]] = []
+
+    def client() -> None:
+        answered.append((outcome(exchange_or_hang_up(port, document, hang_up_s)), time.monotonic()))
+
+    in_threads(client, count)
+    last = max(at for _, at in answered)
+    while engine_busy(port) and time.monotonic() - last < 120:
+        time.sleep(0.05)
+    return {"documents": count, "megabytes": megabytes, "got": dict(Counter(got for got, _ in answered)),
+            "engine_idle_after_last_answer_or_hang_up_s": round(time.monotonic() - last, 2)}
+
 
 # --- the benchmark --------------------------------------------------------------------------------------------
 
@@ -528,6 +736,15 @@ def run_cases(model_dir: Path, cases: list[str], rounds: int) -> dict:
             if "idle" in cases:
                 results["idle"] = {"idle": held_connections(port, 1000, None, 60),
                                    "slowloris": held_connections(port, 200, 1.0, 60)}
+    if "bombs" in cases:
+        with service(model_dir, "bombs") as running:
+            results["bombs"] = bombs(running)
+    if "uploads" in cases:
+        with service(model_dir, "uploads") as running:
+            results["uploads"] = uploads_and_probe(running)
+    if "refused" in cases:
+        with service(model_dir, "refused") as running:
+            results["refused"] = refused_documents(running)
     if "drain" in cases:
         results["drain"] = {}
         for stop in (sigterm, engine_death):
@@ -541,20 +758,26 @@ def run_cases(model_dir: Path, cases: list[str], rounds: int) -> dict:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-dir", type=Path, default=SHIPPED_MODELS)
-    names = ["headers", "stall", "files", "idle", "drain", "protocol"]
+    names = ["headers", "stall", "files", "idle", "bombs", "uploads", "refused", "drain", "protocol"]
     p.add_argument("--cases", nargs="+", choices=names, default=names)
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the protocol comparison")
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--name", default="hostile", help="the results file's name (bench/results/NAME.json)")
     p.add_argument("--serve-protocol", choices=["httptools", "bounded", "h11"], help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.serve_protocol:
         serve_trivial_app(args.serve_protocol, args.port)
         return
-    results = {"machine": environment(["uvicorn", "httptools", "h11", "beautifulsoup4"]),
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+    run = {"commit": commit,
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "command": "python -m bench.serving.hostile " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "load_average_before": [round(load, 1) for load in os.getloadavg()]}  # the machine is shared
+    results = {"run": run, "machine": environment(["uvicorn", "httptools", "h11", "beautifulsoup4", "selectolax"]),
                **run_cases(args.model_dir, args.cases, args.rounds)}
     print(json.dumps(results, indent=2, ensure_ascii=False))
-    write_results(args.out, "hostile", results)
+    write_results(args.out, args.name, results)
 
 
 if __name__ == "__main__":

@@ -106,6 +106,7 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,  # routes/pages.py serves /docs with its assets
         redoc_url=None,
+        redirect_slashes=False,  # a redirect would be built from the client's Host header: 404 instead
     )
     app.state.translator_state = state
     for routes in (translate, files, languages, operations, pages):

@@ -11,10 +11,10 @@ translate="no" or class="notranslate" (the nearest translate attribute decides).
 aria-label attributes of translated elements are units of their own. Runs of whitespace inside a unit are given to
 the translator as one space, as HTML shows them; the whitespace at a unit's edges is kept as written.
 
-Works on a BeautifulSoup tree from any parser (html.parser or lxml for HTML, "xml" for XHTML); write() changes that
-tree in place, reusing its elements, so a tree is written once. Nesting deeper than MAX_DEPTH elements is refused.
-HTML_FORMATTER and XML_FORMATTER write a tree out with its attributes in their order (BeautifulSoup's own sort
-them), escaping only what must be.
+Works on a BeautifulSoup tree of HTML (service.worker.html5) or of XHTML (BeautifulSoup's "xml" parser); write()
+changes that tree in place, reusing its elements, so a tree is written once. Nesting deeper than MAX_DEPTH elements
+is refused. XML_FORMATTER writes an XHTML tree out with its attributes in their order (BeautifulSoup's own sorts
+them), escaping only what must be (service.worker.html5's HTML_FORMATTER does so for HTML).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from bs4 import BeautifulSoup, NavigableString, PageElement, Tag
 from bs4.dammit import EntitySubstitution
 from bs4.element import PreformattedString
-from bs4.formatter import HTMLFormatter, XMLFormatter
+from bs4.formatter import XMLFormatter
 
 from service.worker.errors import InvalidRequest
 from service.worker.markup import Atom, Close, Open, Unit, has_text
@@ -46,17 +46,11 @@ HTML_WHITESPACE = re.compile(r"[ \t\n\r\f]+")
 MAX_DEPTH = 100
 
 
-class HtmlInOrder(HTMLFormatter):
-    def attributes(self, tag: Tag) -> Iterator[tuple[str, str | None]]:
-        return iter(tag.attrs.items())
-
-
 class XmlInOrder(XMLFormatter):
     def attributes(self, tag: Tag) -> Iterator[tuple[str, str | None]]:
         return iter(tag.attrs.items())
 
 
-HTML_FORMATTER = HtmlInOrder(entity_substitution=EntitySubstitution.substitute_xml, void_element_close_prefix=None)
 XML_FORMATTER = XmlInOrder(entity_substitution=EntitySubstitution.substitute_xml)
 
 

@@ -10,13 +10,16 @@ domain error (service.worker.errors), the engine's refusals come as they are.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from core.search import Hypothesis, SearchOptions
 from service.metrics import Metrics
 from service.protocol import EngineClient
 from service.settings import Settings
 from service.worker.detect import LanguageDetector
+from service.worker.documents.unit import DocumentUnit
 from service.worker.errors import InvalidRequest, Unsupported
 from service.worker.html import HtmlText
 from service.worker.pairs import Pair, Pairs, language_name
@@ -72,6 +75,7 @@ class Pipeline:
         self.metrics = metrics
         # no translation is longer than the positions of its model: a larger max_length is capped, never an error
         self.longest_output = max(pair.config.model.max_len for pair in pairs.pairs.values())
+        self.documents = asyncio.Semaphore(settings.documents_at_once)  # documents in the engine at once
 
     def beam_size(self, req: TranslateRequest) -> int:
         """The beam a request decodes with: its own or the default, and wide enough for its alternatives."""
@@ -168,21 +172,25 @@ class Pipeline:
     async def translate_document(self, texts: list[str], source: str, target: str) -> list[str]:
         """A document's texts (service.worker.documents; TRANSLATOR_MAX_FILE_CHARS bounds it when it is read, not
         the request limits): with source "auto" its language is detected once, on the whole document; then
-        DOCUMENT_BATCH texts a request, DOCUMENT_REQUESTS requests at a time, so that the running batch stays full."""
+        DOCUMENT_BATCH texts a request, DOCUMENT_REQUESTS requests at a time, so that the running batch stays full.
+        At most TRANSLATOR_DOCUMENTS_AT_ONCE documents of this worker are in the engine at once: the others wait
+        here, holding no place in the engine's queue, which stays open to other requests."""
         check = TranslateRequest(q=texts or [""], source=source, target=target)
         self.check(check)
         if check.source == "auto":
             check.source = self.document_language(texts, check.target)
         translated: list[str] = list(texts)
         running = asyncio.Semaphore(DOCUMENT_REQUESTS)
+        unit = DocumentUnit(self.engine, self.settings.max_queue_wait_s)
 
         async def batch(begin: int) -> None:
             req = check.model_copy(update={"q": texts[begin : begin + DOCUMENT_BATCH]})
             async with running:
-                answer = await self.run(req, req.q, request_limits=False)
+                answer = await self.run(req, req.q, request_limits=False, unit=unit)
             translated[begin : begin + DOCUMENT_BATCH] = answer.translatedText
 
-        await asyncio.gather(*(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH)))
+        async with self.documents:
+            await all_or_none(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH))
         return translated
 
     def document_language(self, texts: list[str], target: str) -> str:
@@ -194,9 +202,12 @@ class Pipeline:
         pair, _ = self.route(sample, TranslateRequest(q=sample, source="auto", target=target))
         return pair.source if pair else target
 
-    async def run(self, req: TranslateRequest, texts: list[str], request_limits: bool) -> TranslateResponse:
+    async def run(
+        self, req: TranslateRequest, texts: list[str], request_limits: bool, unit: DocumentUnit | None = None
+    ) -> TranslateResponse:
         """Clean, route, split, tokenize and submit the texts; `request_limits`: a request's max_chars and
-        max_request_work hold (a document has its own limit, checked when it is read)."""
+        max_request_work hold (a document has its own limit, checked when it is read); `unit`: the document whose
+        part they are, admitted as one unit."""
         cleaned = [clean_text(text) for text in texts]
         if request_limits:
             self.check_texts(cleaned)
@@ -212,7 +223,7 @@ class Pipeline:
             ids[name] = pair.source_ids([s for t in group for s in t.sentences])
         opts = self.search_options(req)
         self.check_sizes([x for pair_ids in ids.values() for x in pair_ids], opts, request_limits)
-        await asyncio.gather(*(self.submit(group, ids[name], opts) for name, group in by_pair.items()))
+        await all_or_none(self.submit(group, ids[name], opts, unit) for name, group in by_pair.items())
         return self.answer(req, prepared)
 
     def check_sizes(self, sentences: list[list[int]], opts: SearchOptions, work_limit: bool) -> None:
@@ -232,13 +243,15 @@ class Pipeline:
                 f"limit is {s.max_request_work}; send fewer sentences or a smaller beam"
             )
 
-    async def submit(self, texts: list[Text], ids: list[list[int]], opts: SearchOptions) -> None:
+    async def submit(
+        self, texts: list[Text], ids: list[list[int]], opts: SearchOptions, unit: DocumentUnit | None = None
+    ) -> None:
         """Translate the sentences of texts routed to one pair (`ids`, in order): max_sentences at a time, so that
         a long text is never refused for a count of sentences its client cannot see."""
         pair, step = texts[0].pair, self.settings.max_sentences
         hyps, pair_opts = [], pair.search_options(opts)
         for begin in range(0, len(ids), step):
-            hyps += await self.engine.translate(pair.name, ids[begin : begin + step], pair_opts)
+            hyps += await (unit or self.engine).translate(pair.name, ids[begin : begin + step], pair_opts)
         nbest = [pair.tokenizer.decode([nth(h, k).tokens for h in hyps]) for k in range(opts.n_best)]
         offset = 0
         for text in texts:
@@ -267,6 +280,18 @@ class Pipeline:
             ]
             answer.detectedLanguage = detected[0] if single else detected
         return answer
+
+
+async def all_or_none(coroutines: Iterable[Coroutine[Any, Any, None]]) -> None:
+    """Run the coroutines together; the first error is raised at once and cancels the others, so that the engine
+    drops their sentences at its next step (service.worker.remote sends Cancel) rather than decoding work whose
+    answer nobody gets."""
+    tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 def translatable(text: str) -> bool:

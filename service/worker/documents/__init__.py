@@ -1,10 +1,12 @@
 """Documents translated whole (/translate_file): each format read into units of service.worker.markup, and written
 again with the translated units in place, its structure kept.
 
-read(data, suffix, max_chars) gives a Document: its `units` (paragraphs, cells, cues, a block's inline content)
+read(data, suffix, limits) gives a Document: its `units` (paragraphs, cells, cues, a block's inline content)
 and write(translations) that rebuilds the file from one translated unit for each; translate.translate_document runs
 one through a translator. Every way a file can be unreadable, hostile or too large raises a 4xx error
-(service.worker.errors): a parser's own failure on a broken file is a 400, never a 500.
+(service.worker.errors): a parser's own failure on a broken file is a 400, never a 500. Each reader counts what it
+builds (elements, lines, cues) against Limits.nodes while it reads, before the tree or list of them grows; the
+characters of text are counted against Limits.chars once the units are read.
 
 PDF is not taken: no maintained library writes translated text back into a PDF's layout reliably (its text is
 positioned glyphs, in fonts embedded with only the glyphs used); convert it to .docx or .odt first.
@@ -12,7 +14,9 @@ positioned glyphs, in fonts embedded with only the glyphs used); convert it to .
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from service.worker.documents.ebook import Book
@@ -34,18 +38,27 @@ class Document(Protocol):
         ...
 
 
-READERS: dict[str, Callable[[bytes], Document]] = {
+@dataclass(frozen=True)
+class Limits:
+    """What one file may hold: `chars` characters of text, `nodes` elements, texts, lines or cues."""
+
+    chars: int
+    nodes: int
+
+
+READERS: dict[str, Callable[[bytes, int], Document]] = {  # (data, the most nodes) -> the document
     ".txt": PlainText,
-    ".html": lambda data: WebPage(data, ".html"),
-    ".htm": lambda data: WebPage(data, ".htm"),
+    ".html": lambda data, nodes: WebPage(data, ".html", nodes),
+    ".htm": lambda data, nodes: WebPage(data, ".htm", nodes),
     ".docx": WordDocument,
-    ".odt": lambda data: OpenDocument(data, ".odt"),
+    ".odt": lambda data, nodes: OpenDocument(data, ".odt", nodes),
     ".pptx": Presentation,
-    ".odp": lambda data: OpenDocument(data, ".odp"),
+    ".odp": lambda data, nodes: OpenDocument(data, ".odp", nodes),
     ".srt": Subtitles,
     ".epub": Book,
 }
 FORMATS = tuple(READERS)  # the suffixes taken
+MEMORY_ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
 MEDIA_TYPES = {
     ".txt": "text/plain; charset=utf-8",
     ".html": "text/html; charset=utf-8",
@@ -59,19 +72,20 @@ MEDIA_TYPES = {
 }
 
 
-def read(data: bytes, suffix: str, max_chars: int) -> Document:
-    """The document in `data`, a file named with `suffix` (".docx"); 413 past `max_chars` characters of text."""
+def read(data: bytes, suffix: str, limits: Limits) -> Document:
+    """The document in `data`, a file named with `suffix` (".docx"); 413 past its limits."""
     reader = READERS.get(suffix.lower())
     if reader is None:
         advice = " (convert a PDF to .docx or .odt first)" if suffix.lower() == ".pdf" else ""
         raise InvalidRequest(f"{suffix[:32] or 'a file without a suffix'} files are not taken{advice}; the formats "
                              f"are {', '.join(FORMATS)}")
     try:
-        document = reader(data)
+        document = reader(data, limits.nodes)
     except RequestError:
         raise
     except Exception as error:  # each parser fails a broken file in its own way
-        raise InvalidRequest(f"not a readable {suffix} file ({type(error).__name__}: {str(error)[:200]})") from None
-    if (chars := sum(len(piece) for unit in document.units for piece in unit if isinstance(piece, str))) > max_chars:
-        raise TooLarge(f"the file holds {chars} characters of text, the limit is {max_chars}")
+        message = MEMORY_ADDRESS.sub("", str(error))[:200]  # a library's message may show an object's repr
+        raise InvalidRequest(f"not a readable {suffix} file ({type(error).__name__}: {message})") from None
+    if (chars := sum(len(piece) for unit in document.units for piece in unit if isinstance(piece, str))) > limits.chars:
+        raise TooLarge(f"the file holds {chars} characters of text, the limit is {limits.chars}")
     return document

@@ -1,15 +1,23 @@
 """E-books (.epub): each XHTML document of the book (its chapters and its table of contents) through
 service.worker.html_units, parsed by BeautifulSoup's XML parser (lxml) so that it stays XHTML.
 
-ebooklib reads the package: the container, the package document and its manifest, which name the XHTML documents.
+ebooklib reads the package: the container, the package document and its manifest, which name the XHTML documents;
+a document the manifest names more than once is read once (and its elements counted once, service.worker.documents.
+package).
 The book is written back as a copy of its zip with those documents replaced, every other member (package document,
 images, styles, fonts) as it came: ebooklib's writer would generate the package document and navigation anew.
+
+A chapter that names the XHTML DTD may use HTML's named entities (&nbsp;, &mdash;), which that DTD defines but which
+no parser here reads from it (DTDs are never loaded): they are written as the characters' numbers before the chapter
+is parsed, so that their text is kept.
 """
 
 from __future__ import annotations
 
 import io
 import posixpath
+import re
+from html.entities import name2codepoint
 
 from bs4 import BeautifulSoup
 from ebooklib import epub
@@ -20,16 +28,16 @@ from service.worker.markup import Unit
 
 
 class Book:
-    def __init__(self, data: bytes) -> None:
-        self.archive = open_package(data, ".epub")
+    def __init__(self, data: bytes, max_nodes: int) -> None:
+        self.archive = open_package(data, ".epub", max_nodes)
         reader = epub.EpubReader(io.BytesIO(data), {"ignore_ncx": True})
         book = reader.load()
         self.chapters: list[tuple[str, BeautifulSoup, HtmlUnits]] = []
-        for item in book.get_items():
-            if isinstance(item, epub.EpubHtml):
-                name = posixpath.normpath(posixpath.join(reader.opf_dir, item.file_name))
-                soup = BeautifulSoup(self.archive.read(name), "xml")
-                self.chapters.append((name, soup, HtmlUnits(soup)))
+        names = [posixpath.normpath(posixpath.join(reader.opf_dir, item.file_name))
+                 for item in book.get_items() if isinstance(item, epub.EpubHtml)]
+        for name in dict.fromkeys(names):
+            soup = BeautifulSoup(numbered_entities(self.archive.read(name)), "xml")
+            self.chapters.append((name, soup, HtmlUnits(soup)))
         self.units: list[Unit] = [unit for _, _, html in self.chapters for unit in html.units]
 
     def write(self, translations: list[Unit]) -> bytes:
@@ -39,3 +47,20 @@ class Book:
             at += len(html.units)
             replaced[name] = soup.decode(formatter=XML_FORMATTER).encode("utf-8")
         return rewrite(self.archive, replaced)
+
+
+NAMED_ENTITY = re.compile(rb"&([A-Za-z][A-Za-z0-9]{1,31});")
+XML_ENTITIES = frozenset({b"amp", b"lt", b"gt", b"quot", b"apos"})
+
+
+def numbered_entities(xhtml: bytes) -> bytes:
+    """HTML's named entities written as character references (&nbsp; as &#160;); XML's own five, and names HTML does
+    not know, as they were."""
+
+    def number(match: re.Match[bytes]) -> bytes:
+        name = match[1]
+        if name in XML_ENTITIES or (code := name2codepoint.get(name.decode("ascii"))) is None:
+            return match[0]
+        return b"&#%d;" % code
+
+    return NAMED_ENTITY.sub(number, xhtml)

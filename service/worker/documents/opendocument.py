@@ -27,8 +27,8 @@ MIMETYPES = ("application/vnd.oasis.opendocument.text", "application/vnd.oasis.o
 
 
 class OpenDocument:
-    def __init__(self, data: bytes, suffix: str) -> None:
-        self.archive = open_package(data, suffix)
+    def __init__(self, data: bytes, suffix: str, max_nodes: int) -> None:
+        self.archive = open_package(data, suffix, max_nodes)
         mimetype = self.archive.read("mimetype").decode("ascii", "replace").strip()
         if mimetype not in MIMETYPES:
             raise InvalidRequest(f"not an OpenDocument text or presentation (its mimetype is {mimetype[:100]!r})")

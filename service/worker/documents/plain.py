@@ -1,8 +1,8 @@
-"""Plain text (.txt): each line a unit, written back with its own line ending."""
+"""Plain text (.txt): each line a unit, written back with its own line ending; at most `max_nodes` lines."""
 
 from __future__ import annotations
 
-from service.worker.errors import InvalidRequest
+from service.worker.errors import InvalidRequest, TooLarge
 from service.worker.markup import Unit, has_text
 
 
@@ -16,8 +16,15 @@ def decode(data: bytes, kind: str) -> str:
         raise InvalidRequest(f"the {kind} file is not UTF-8 text") from None
 
 
+def check_count(count: int, what: str, max_nodes: int) -> None:
+    """413 for a file of more than `max_nodes` lines, cues or the like, counted before they are read."""
+    if count > max_nodes:
+        raise TooLarge(f"the file holds {count} {what}, the limit is {max_nodes}")
+
+
 class PlainText:
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, max_nodes: int) -> None:
+        check_count(data.count(b"\n") + data.count(b"\r"), "line breaks", max_nodes)
         self.lines = decode(data, ".txt").splitlines(keepends=True)
         self.translated = [i for i, line in enumerate(self.lines) if has_text([line])]
         self.units: list[Unit] = [[self.lines[i].rstrip("\r\n")] for i in self.translated]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import io
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from lxml import etree
@@ -235,7 +235,8 @@ class ParagraphDocument:
     """A document whose units are its paragraphs of runs (.docx, .pptx): those with text; `package` (python-docx's
     or python-pptx's) writes the file again."""
 
-    def __init__(self, package: object, paragraphs: list[Paragraph]) -> None:
+    def __init__(self, package: object, paragraphs: Iterable[Paragraph]) -> None:
+        """`paragraphs` are taken one at a time: those without text are let go at once."""
         self.package = package
         self.paragraphs = [p for p in paragraphs if has_text(p.unit)]
         self.units: list[Unit] = [p.unit for p in self.paragraphs]

@@ -24,12 +24,12 @@ DRAWING = Syntax(
 
 
 class Presentation(ParagraphDocument):
-    def __init__(self, data: bytes) -> None:
-        open_package(data, ".pptx")
+    def __init__(self, data: bytes, max_nodes: int) -> None:
+        open_package(data, ".pptx", max_nodes)
         self.presentation = pptx.Presentation(io.BytesIO(data))
         trees = []
         for slide in self.presentation.slides:
             trees.append(slide.element)
             if slide.has_notes_slide:
                 trees.append(slide.notes_slide.element)
-        super().__init__(self.presentation, [Paragraph(p, DRAWING) for tree in trees for p in tree.iter(qn("a:p"))])
+        super().__init__(self.presentation, (Paragraph(p, DRAWING) for tree in trees for p in tree.iter(qn("a:p"))))

@@ -2,7 +2,7 @@
 
 A line break inside a cue is an Atom, so that a sentence running over two lines is translated once and the break
 lands where the model puts it; the formatting tags of SubRip (<i>, <b>, <u>, <font ...>) are Open and Close around
-their words. A cue whose tags do not pair up has them translated as text.
+their words. A cue whose tags do not pair up has them translated as text. At most `max_nodes` cues.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import srt
 
-from service.worker.documents.plain import decode
+from service.worker.documents.plain import check_count, decode
 from service.worker.errors import InvalidRequest
 from service.worker.markup import Atom, Close, Open, Piece, Unit, has_text
 
@@ -28,7 +28,8 @@ class Written:
 
 
 class Subtitles:
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, max_nodes: int) -> None:
+        check_count(data.count(b"-->"), "cue timings", max_nodes)
         try:
             self.cues = list(srt.parse(decode(data, ".srt")))
         except srt.SRTParseError as error:

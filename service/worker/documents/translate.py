@@ -1,30 +1,41 @@
 """A document through a translator: its units marked (service.worker.markup), their texts translated in one call,
-the file rebuilt. The parsing and the rebuilding run in a thread, off the event loop."""
+the file rebuilt. The parsing, the marking and the rebuilding run in one thread of the HTTP worker's own (READING),
+off its event loop: documents uploaded at once are read one after another, so that however many arrive, one
+document's parse at a time takes the worker's CPU from its event loop and its other requests."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
-from service.worker.documents import Document, read
+from service.worker.documents import Document, Limits, read
 from service.worker.markup import Marked, mark, unmark
 
 TranslateTexts = Callable[[list[str]], Awaitable[list[str]]]  # texts -> their translations, in order
+READING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="documents")
+T = TypeVar("T")
 
 
-async def translate_file(data: bytes, suffix: str, max_chars: int, translate_texts: TranslateTexts) -> bytes:
+async def off_the_loop(work: Callable[[], T]) -> T:
+    """work() in the READING thread."""
+    return await asyncio.get_running_loop().run_in_executor(READING, work)
+
+
+async def translate_file(data: bytes, suffix: str, limits: Limits, translate_texts: TranslateTexts) -> bytes:
     """The file in `data` (named with `suffix`) translated, as bytes of the same format."""
-    document = await asyncio.to_thread(read, data, suffix, max_chars)
+    document = await off_the_loop(lambda: read(data, suffix, limits))
     return await translate_document(document, translate_texts)
 
 
 async def translate_document(document: Document, translate_texts: TranslateTexts) -> bytes:
     """`document` with each unit translated: only units with text to translate are sent, all in one call."""
-    marked: list[Marked] = await asyncio.to_thread(lambda: [mark(unit) for unit in document.units])
+    marked: list[Marked] = await off_the_loop(lambda: [mark(unit) for unit in document.units])
     sent = [i for i, m in enumerate(marked) if m.text.strip()]
     translations = [m.text for m in marked]
     for i, translation in zip(sent, await translate_texts([marked[i].text for i in sent]), strict=True):
         translations[i] = translation
-    return await asyncio.to_thread(
+    return await off_the_loop(
         lambda: document.write([unmark(translation, m) for translation, m in zip(translations, marked)])
     )

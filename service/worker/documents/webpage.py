@@ -1,31 +1,30 @@
-"""Web pages (.html, .htm): the units of service.worker.html_units, in a tree parsed by lxml's HTML parser, which
-reads a page of any size in linear time (html.parser reads the rest of the page again at each unfinished tag). A
-fragment (a file without <html> or <body>) comes back a fragment: lxml's wrapper is left out."""
+"""Web pages (.html, .htm): the units of service.worker.html_units, in a tree parsed as browsers parse a page
+(service.worker.html5), at most `max_nodes` tags, elements, texts and comments. A fragment (a file without <html>,
+<body> or a doctype) is parsed and comes back as a fragment; a written page that would run script its source did not
+is refused (400)."""
 
 from __future__ import annotations
 
 import re
 
-from bs4 import BeautifulSoup
-
 from service.worker.documents.plain import decode
-from service.worker.html_units import HTML_FORMATTER, HtmlUnits
+from service.worker.html5 import HTML_FORMATTER, check_safe, parse
+from service.worker.html_units import HtmlUnits
 from service.worker.markup import Unit
 
 WHOLE_PAGE = re.compile(r"<(?:html|body|head)[\s>]|<!doctype", re.IGNORECASE)
 
 
 class WebPage:
-    def __init__(self, data: bytes, suffix: str) -> None:
-        text = decode(data, suffix)
-        self.soup = BeautifulSoup(text, "lxml", multi_valued_attributes=None)
-        self.fragment = WHOLE_PAGE.search(text) is None
+    def __init__(self, data: bytes, suffix: str, max_nodes: int) -> None:
+        self.text = decode(data, suffix)
+        self.fragment = WHOLE_PAGE.search(self.text) is None
+        self.soup = parse(self.text, self.fragment, max_nodes)
         self.html = HtmlUnits(self.soup)
         self.units: list[Unit] = self.html.units
 
     def write(self, translations: list[Unit]) -> bytes:
         self.html.write(translations)
-        body = self.soup.body
-        if self.fragment and body is not None:
-            return body.decode_contents(formatter=HTML_FORMATTER).encode("utf-8")
-        return self.soup.decode(formatter=HTML_FORMATTER).encode("utf-8")
+        written = self.soup.decode(formatter=HTML_FORMATTER)
+        check_safe(self.text, written, self.fragment)
+        return written.encode("utf-8")

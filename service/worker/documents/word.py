@@ -36,8 +36,8 @@ STORIES = (DocumentPart, HeaderPart, FooterPart)
 
 
 class WordDocument(ParagraphDocument):
-    def __init__(self, data: bytes) -> None:
-        open_package(data, ".docx")
+    def __init__(self, data: bytes, max_nodes: int) -> None:
+        open_package(data, ".docx", max_nodes)
         self.document = docx.Document(io.BytesIO(data))
         parts = [part for part in self.document.part.package.iter_parts() if isinstance(part, STORIES)]
-        super().__init__(self.document, [Paragraph(p, WORD) for part in parts for p in part.element.iter(qn("w:p"))])
+        super().__init__(self.document, (Paragraph(p, WORD) for part in parts for p in part.element.iter(qn("w:p"))))

@@ -9,8 +9,9 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from service.settings import Settings
 from service.worker.dependencies import Params, ServingPipeline, state, unless_disconnected, validated
-from service.worker.documents import FORMATS
+from service.worker.documents import FORMATS, Limits
 from service.worker.documents.translate import translate_file as translate_document
 from service.worker.errors import InvalidRequest, NotFound
 from service.worker.files import KEPT_FILES, content_disposition, media_type, uploaded_name
@@ -45,10 +46,23 @@ async def translate_file(request: Request, p: ServingPipeline, values: Params) -
     async def translate_texts(texts: list[str]) -> list[str]:
         return await p.translate_document(texts, req.source, req.target)
 
-    suffix, limit = PurePath(name).suffix.lower(), p.settings.max_file_chars
-    translated = await unless_disconnected(request, translate_document(data, suffix, limit, translate_texts))
+    suffix, s = PurePath(name).suffix.lower(), p.settings
+    limits = Limits(chars=s.max_file_chars, nodes=s.max_file_nodes)
+    translated = await unless_disconnected(request, translate_document(data, suffix, limits, translate_texts))
     token = state(request).files.put(name, translated)
-    return FileTranslated(translatedFileUrl=f"{request.base_url}download_file/{token}/{quote(name, safe='')}")
+    return FileTranslated(translatedFileUrl=f"{public_base(request, s)}download_file/{token}/{quote(name, safe='')}")
+
+
+def public_base(request: Request, settings: Settings) -> str:
+    """The service's URL as its clients reach it, ending in "/": TRANSLATOR_PUBLIC_URL; else the request's own when
+    its Host is one of TRANSLATOR_ALLOWED_HOSTS; else the address the server listens on. A client's Host header
+    alone never names where another client's browser is sent."""
+    if settings.public_url:
+        return settings.public_url.rstrip("/") + "/"
+    host, allowed = request.headers.get("host", ""), settings.allowed_hosts
+    if "*" in allowed or host in allowed or host.rsplit(":", 1)[0] in allowed:
+        return str(request.base_url)
+    return f"http://{settings.host}:{settings.port}{request.scope.get('root_path', '').rstrip('/')}/"
 
 
 @router.get("/download_file/{token}/{name}", name="download_file", responses={404: {"model": ErrorBody}})

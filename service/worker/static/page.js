@@ -16,6 +16,8 @@ const alternativesSection = document.getElementById("alternatives-section");
 const alternativesList = document.getElementById("alternatives-list");
 const translateButton = document.getElementById("translate");
 const error = document.getElementById("error");
+const apiKeyLabel = document.getElementById("api-key-label");
+const apiKey = document.getElementById("api-key"); // shown when the server needs a key; sent as api_key
 
 let languages = []; // [{code, name, targets}], as GET /languages answers
 
@@ -82,6 +84,7 @@ async function loadLanguages() {
   showError("");
   const sources = languages.filter((language) => language.targets.length > 0);
   const options = [[AUTO, "Detect language"], ...sources.map((language) => [language.code, language.name])];
+  apiKeyLabel.hidden = !start.keyRequired;
   fillSelect(source, options, start.language.source.code);
   showTargets(start.language.target.code);
   translateButton.disabled = false;
@@ -119,6 +122,7 @@ async function translate() {
       target: target.value,
       alternatives: alternatives.valueAsNumber || 0,
       format: "text",
+      ...(apiKey.value ? { api_key: apiKey.value } : {}),
     }));
   } catch (failure) {
     showResult({ translatedText: "" });
