@@ -107,6 +107,7 @@ class Translate(msgspec.Struct, tag=True):
     pair: str
     sentences: list[list[int]]  # source ids, as the encoder reads them
     opts: SearchOptions
+    bulk: bool = False  # a document's sentences: after interactive work (service.engine.admission)
 
 
 class Cancel(msgspec.Struct, tag=True):
@@ -177,10 +178,12 @@ class EngineClient(Protocol):
     async def start(self) -> None:
         """Load or wait for the engine; returns once it is READY."""
 
-    async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
+    async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions, bulk: bool = False
+                        ) -> list[list[Hypothesis]]:
         """The hypotheses of each sentence of `pair`, in order, within TRANSLATOR_ENGINE_TIMEOUT_S; raises an
         EngineError (EngineStalled past the deadline). Cancelling the call abandons the sentences: they leave the
-        queue and the running batch."""
+        queue and the running batch. Bulk work (a document's) joins after interactive work and is never refused
+        because of interactive work waiting, nor shed as overdue (service.engine.admission)."""
 
     def stop(self, deadline: float) -> Awaitable[None]:
         """DRAINING from this call on: no more work is taken; the awaitable returned ends once accepted work is

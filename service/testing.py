@@ -27,7 +27,8 @@ class EchoRunner:
     def start(self) -> None:
         """Nothing to start."""
 
-    async def submit(self, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
+    async def submit(self, sentences: list[list[int]], opts: SearchOptions, bulk: bool = False
+                     ) -> list[list[Hypothesis]]:
         return [[Hypothesis(ids[:-1], 0.0)] * opts.n_best for ids in sentences]
 
     async def stop(self, deadline: float | None = None) -> None:

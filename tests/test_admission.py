@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from service.engine.admission import (
     ADMIT_SHARE,
+    BULK_SHARE,
     JOIN_SHARE,
     LATE_SHARE,
     NEWCOMER_SHARE,
@@ -22,11 +23,12 @@ class Waiting:
     turn: int
     enqueued: float
     work: int = 10
+    bulk: bool = False
 
 
-def request(arrived: float, *lengths: int, work: int = 10) -> list[Waiting]:
-    """A request's sentences, in its order, all come at `arrived`, each of `work` row-steps."""
-    return [Waiting([5] * length, turn, arrived, work) for turn, length in enumerate(lengths)]
+def request(arrived: float, *lengths: int, work: int = 10, bulk: bool = False) -> list[Waiting]:
+    """A request's sentences, in its order, all come at `arrived`, each of `work` row-steps (bulk: a document's)."""
+    return [Waiting([5] * length, turn, arrived, work, bulk) for turn, length in enumerate(lengths)]
 
 
 POLICY = Admission(max_sentences=8, max_tokens=64, max_queue=20)
@@ -177,3 +179,39 @@ def test_the_rate_follows_the_recent_seconds():
     for _ in range(int(3 * RATE_HORIZON_S / 0.1)):  # then 4,000 for three horizons
         throughput.decoded(rows=400, seconds=0.1)
     assert 3800 < throughput.rate < 4000
+
+
+# --- bulk work (a document's sentences) -------------------------------------------------------------------------
+
+
+def test_bulk_and_interactive_work_queue_apart():
+    """A document's waiting sentences never get an interactive request refused, nor the other way round; each kind
+    is bounded by max_queue sentences of its own, and bulk work by no rate: a document is never refused because of
+    its own earlier requests."""
+    policy = Admission(max_sentences=8, max_tokens=64, max_queue=20, max_queue_work=100, max_queue_wait=1.0)
+    document = request(0.0, *[3] * 20, work=1000, bulk=True)
+    assert policy.accepts(document, request(1.0, 3, work=10), rate=10.0)
+    assert policy.accepts(request(0.0, *[3] * 20, work=5), request(1.0, 3, work=1000, bulk=True), rate=1.0)
+    assert not policy.accepts(document, request(1.0, 3, bulk=True), rate=None)  # the 21st waiting bulk sentence
+    assert not policy.accepts(request(0.0, 3, work=100), request(1.0, 3, work=10), rate=None)  # interactive: as before
+
+
+def test_bulk_work_is_never_overdue():
+    policy = Admission(max_sentences=8, max_tokens=64, max_queue=100, max_queue_wait=10.0)
+    document, interactive = request(0.0, 3, 3, bulk=True), request(0.0, 3)
+    assert policy.overdue(document + interactive, now=1e6, rate=1.0) == interactive
+
+
+def test_interactive_sentences_join_before_bulk_ones_and_bulk_ones_keep_to_their_share():
+    policy = Admission(max_sentences=16, max_tokens=4096, max_queue=100)
+    share = int(BULK_SHARE * policy.max_sentences)
+    document, interactive = request(0.0, *[3] * 12, bulk=True), request(5.0, 3, 3)
+    joining = policy.joining(document + interactive, running=[], now=NOW)
+    assert joining[:2] == interactive and joining[2:] == document[:share]  # bulk within its share
+    assert len([w for w in joining if w.bulk]) == share
+    # alone, a document fills the batch
+    assert policy.joining(document, running=[], now=NOW) == document
+    # while an interactive sentence runs, bulk ones join only within their share
+    running = [3] * (share + 1)  # one interactive, `share` bulk
+    assert policy.joining(document, running, now=NOW, bulk_running=share) == []
+    assert policy.joining(document, running[:1], now=NOW, bulk_running=0) == document[:share]

@@ -520,6 +520,32 @@ def test_requests_take_turns_to_join_the_batch():
     assert first_step <= sent_at[0] + 2  # the step running when it came, then its own (a place frees every 31)
 
 
+def test_a_documents_requests_are_never_refused_for_its_own_and_an_interactive_one_goes_first():
+    """A document (bulk work) sends 6 requests of 8 sentences, two at a time, into a queue whose sentences must start
+    within 0.05 s: none is refused or shed, although its later requests wait behind its earlier ones far longer; an
+    interactive sentence sent meanwhile joins at once and is answered while the document's sentences still wait."""
+    translator = EchoTranslator(pace=0.002)
+    limits = BatchLimits(max_sentences=8, max_queue=16, max_queue_work=100, max_queue_wait_s=0.05)
+
+    async def main() -> None:
+        batcher = Batcher(translator, Metrics(), "echo", limits)
+        batcher.start()
+        parts = [[tokens(20, 10 + 8 * part + i) for i in range(8)] for part in range(6)]
+        document = [asyncio.ensure_future(batcher.submit(part, GREEDY, bulk=True)) for part in parts[:2]]
+        while not translator.steps:
+            await asyncio.sleep(0.001)
+        (hyps,) = await batcher.submit([tokens(3, 99)], GREEDY)
+        assert hyps[0].tokens == tokens(3, 99) and not all(part.done() for part in document)
+        for part in parts[2:]:  # the document's later requests, two at a time, as the earlier ones finish
+            await asyncio.wait([p for p in document if not p.done()], return_when=asyncio.FIRST_COMPLETED)
+            document.append(asyncio.ensure_future(batcher.submit(part, GREEDY, bulk=True)))
+        answers = await asyncio.gather(*document)
+        assert [[h[0].tokens for h in answer] for answer in answers] == parts
+        await batcher.stop()
+
+    asyncio.run(main())
+
+
 # --- a worker that hears "ready" a moment after another ---------------------------------------------------------
 
 

@@ -649,8 +649,8 @@ def probe_translate(port: int, until: float, every_s: float = 0.5) -> list[tuple
 def uploads_and_probe(service: RunningService, clients: int = 50, megabytes: float = 1.0,
                       seconds: float = 30.0) -> dict:
     """`clients` upload a `megabytes` MB .txt of real text at once, and hang up after `seconds`; meanwhile a probe
-    sends one sentence every half second (goal: its p99 <= 1 s), beside its latency on the idle service just before. Then
-    how long the engine takes to be idle again."""
+    sends one sentence every half second (goal: its p99 <= 1 s), beside its latency on the idle service just before.
+    Then how long the engine takes to be idle again."""
     port, (_, workers) = port_of(service), engine_and_workers(service)
     document = upload("real.txt", real_text(megabytes))
     idle = [t for _, t in probe_translate(port, time.monotonic() + 5)]

@@ -22,6 +22,11 @@ it may cost the decoder, as TRANSLATOR_MAX_REQUEST_WORK counts it.
   for no running sentence to end.
 - Otherwise sentences join once JOIN_SHARE of the places are free (or all that wait fit): each join encodes the
   newcomers and copies the caches once, so joining one sentence a step would cost throughput.
+- Bulk work (a document's sentences) comes after interactive work: it queues within max_queue sentences of bulk
+  work alone, is never shed as overdue (its client's going is what ends it), so that a document's later requests are
+  never refused because of its own earlier ones, and joins after every waiting interactive sentence. While
+  interactive sentences run or wait, bulk sentences hold at most BULK_SHARE of the batch's places, so that an
+  interactive sentence's steps stay short; otherwise bulk work may fill the batch.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import Protocol, TypeVar
 JOIN_SHARE = 1 / 8
 NEWCOMER_SHARE = 1 / 8
 LATE_SHARE = 1 / 2
+BULK_SHARE = 1 / 4
 ADMIT_SHARE = 3 / 4  # the rate may fall by a quarter before admitted work is shed
 RATE_HORIZON_S = 10.0  # Throughput weighs recent decoding: a step this many seconds of decoding ago counts e times less
 RATE_KNOWN_S = 3.0  # and knows a rate once it has this many (weighted) seconds to go on
@@ -41,13 +47,14 @@ RATE_KNOWN_S = 3.0  # and knows a rate once it has this many (weighted) seconds 
 
 class Waiting(Protocol):
     """A sentence that waits to join: its source ids, its place in its request (0: the first), when its request came
-    (the same instant for all its sentences: what tells the policy a request's sentences), and its work
-    (row-steps)."""
+    (the same instant for all its sentences: what tells the policy a request's sentences), its work (row-steps), and
+    whether it is bulk work."""
 
     ids: list[int]
     turn: int
     enqueued: float
     work: int
+    bulk: bool
 
 
 W = TypeVar("W", bound=Waiting)
@@ -95,10 +102,13 @@ class Admission:
 
     def accepts(self, waiting: Sequence[Waiting], arriving: Sequence[Waiting], rate: float | None) -> bool:
         """Whether one request's `arriving` sentences may queue behind `waiting`, the batcher getting through `rate`
-        work a second (None: not known yet)."""
+        work a second (None: not known yet). Bulk and interactive work are counted apart: neither is refused for the
+        other's."""
+        bulk = bool(arriving) and arriving[0].bulk
+        waiting = [w for w in waiting if w.bulk == bulk]
         if len(waiting) + len(arriving) > self.max_queue:
             return False
-        if not waiting:
+        if bulk or not waiting:
             return True
         work = sum(w.work for w in waiting) + sum(w.work for w in arriving)
         return work <= self.max_queue_work and (rate is None or work / rate <= ADMIT_SHARE * self.max_queue_wait)
@@ -106,10 +116,11 @@ class Admission:
     def overdue(self, pending: Sequence[W], now: float, rate: float | None) -> list[W]:
         """The pending sentences of the requests that cannot start in time, to be answered 503 before they start:
         those that waited longer than max_queue_wait, and, at a known `rate`, those whose work cannot all start
-        before that deadline, older requests' work going first (as late sentences do)."""
+        before that deadline, older requests' work going first (as late sentences do). Bulk work is never overdue."""
         requests: dict[float, list[W]] = {}
         for w in pending:
-            requests.setdefault(w.enqueued, []).append(w)
+            if not w.bulk:
+                requests.setdefault(w.enqueued, []).append(w)
         overdue, ahead = [], 0.0
         for arrived in sorted(requests):
             work, left = sum(w.work for w in requests[arrived]), arrived + self.max_queue_wait - now
@@ -123,13 +134,17 @@ class Admission:
         """The sentences the batch may hold: max_sentences, or a share more for a new request's first sentence."""
         return self.max_sentences + (max(1, int(NEWCOMER_SHARE * self.max_sentences)) if newcomer else 0)
 
-    def joining(self, pending: Sequence[W], running: Sequence[int], now: float) -> list[W]:
-        """The pending sentences that join a batch whose sentences have the source lengths `running`, at `now`."""
+    def joining(self, pending: Sequence[W], running: Sequence[int], now: float, bulk_running: int = 0) -> list[W]:
+        """The pending sentences that join a batch whose sentences have the source lengths `running`, `bulk_running`
+        of them bulk work, at `now`."""
         longest, count = max(running, default=0), len(running)
         late_after = LATE_SHARE * self.max_queue_wait
+        interactive = len(running) > bulk_running or any(not w.bulk for w in pending)
+        bulk_places = max(1, int(BULK_SHARE * self.max_sentences)) if interactive else self.places(True)
 
         def order(w: W) -> tuple:
-            return (0, w.enqueued, w.turn) if now - w.enqueued > late_after else (1, w.turn, w.enqueued)
+            late = now - w.enqueued > late_after
+            return (w.bulk, *((0, w.enqueued, w.turn) if late else (1, w.turn, w.enqueued)))
 
         newcomer = any(w.turn == 0 for w in pending)  # a request none of whose sentences runs yet: at once
         wanted = 1 if newcomer else min(max(1, int(JOIN_SHARE * self.max_sentences)), len(pending))
@@ -137,6 +152,8 @@ class Admission:
             return []
         joining = []
         for waiting in sorted(pending, key=order):
+            if waiting.bulk and bulk_running + 1 > bulk_places:
+                break  # bulk work comes last: none of it joins after this one
             if count + 1 > self.places(waiting.turn == 0):
                 if count + 1 > self.places(True):
                     break
@@ -145,5 +162,6 @@ class Admission:
             if count and (count + 1) * longest > self.max_tokens * places / self.max_sentences:
                 break
             count += 1
+            bulk_running += waiting.bulk
             joining.append(waiting)
         return joining

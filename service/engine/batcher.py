@@ -58,6 +58,7 @@ class Job:
     turn: int = 0  # its place in its request: the request's first sentence has turn 0
     enqueued: float = field(default_factory=time.perf_counter)
     work: int = 0  # decoder row-steps it may take: beam size x its longest translation
+    bulk: bool = False  # a document's: after interactive work, never shed as overdue (service.engine.admission)
     joined: float = 0.0  # when it joined the running batch
     first_step: int = 0  # the batcher's step count when it joined
 
@@ -112,10 +113,11 @@ class Batcher:
                 self.changed.notify()
             await asyncio.to_thread(self.thread.join)  # the loop drops the answered sentences at its next step
 
-    async def submit(self, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
-        """Queue the sentences of one request; returns their hypotheses in the same order."""
+    async def submit(self, sentences: list[list[int]], opts: SearchOptions, bulk: bool = False
+                     ) -> list[list[Hypothesis]]:
+        """Queue the sentences of one request (bulk: a document's); returns their hypotheses in the same order."""
         loop, now, cfg = asyncio.get_running_loop(), time.perf_counter(), self.model.model_config
-        jobs = [Job(ids, opts, loop.create_future(), turn, now, opts.beam_size * opts.longest(len(ids), cfg))
+        jobs = [Job(ids, opts, loop.create_future(), turn, now, opts.beam_size * opts.longest(len(ids), cfg), bulk=bulk)
                 for turn, ids in enumerate(sentences)]
         with self.changed:
             if self.closing:
@@ -212,8 +214,9 @@ class Batcher:
     def _take_joining(self) -> list[Job]:
         """The waiting sentences that fit into the running batch, requests taking turns."""
         self.pending = [j for j in self.pending if not j.abandoned]
-        running = [len(j.ids) for j in self.running if not j.abandoned]
-        joining = self.admission.joining(self.pending, running, time.perf_counter())
+        running = [j for j in self.running if not j.abandoned]
+        joining = self.admission.joining(self.pending, [len(j.ids) for j in running], time.perf_counter(),
+                                         bulk_running=sum(j.bulk for j in running))
         if joining:
             taken = set(joining)
             self.pending = [j for j in self.pending if j not in taken]

@@ -40,7 +40,8 @@ class Runner(Protocol):
 
     def start(self) -> None: ...
 
-    async def submit(self, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]: ...
+    async def submit(self, sentences: list[list[int]], opts: SearchOptions, bulk: bool = False
+                     ) -> list[list[Hypothesis]]: ...
 
     async def stop(self, deadline: float | None = None) -> None: ...
 
@@ -109,11 +110,13 @@ class Engine:
     def pair(self, name: str) -> PairInfo:
         return next(pair for pair in self.pairs if pair.name == name)
 
-    async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
+    async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions, bulk: bool = False
+                        ) -> list[list[Hypothesis]]:
         if self.phase is not Phase.READY:
             raise ShuttingDown()
         try:
-            hyps = await asyncio.wait_for(self.routes[pair].submit(sentences, opts), self.settings.engine_timeout_s)
+            hyps = await asyncio.wait_for(self.routes[pair].submit(sentences, opts, bulk),
+                                          self.settings.engine_timeout_s)
         except TimeoutError:  # wait_for cancelled the submission: its sentences left the queue and the batch
             raise EngineStalled(f"no answer within {self.settings.engine_timeout_s:g} s") from None
         self.metrics.input_tokens.labels(pair).inc(sum(len(ids) for ids in sentences))

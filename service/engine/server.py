@@ -79,7 +79,8 @@ class EngineServer:
         if isinstance(message, Hello):
             await self.loaded.wait()
             return Ready(message.id, self.engine.pairs)
-        return Done(message.id, await self.engine.translate(message.pair, message.sentences, message.opts))
+        return Done(message.id, await self.engine.translate(message.pair, message.sentences, message.opts,
+                                                            message.bulk))
 
     def close(self) -> None:
         self.socket.close()

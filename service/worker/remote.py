@@ -81,10 +81,11 @@ class RemoteEngine:
             self.phase = Phase.READY
         self.heartbeat = asyncio.create_task(self._heartbeat())
 
-    async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
+    async def translate(self, pair: str, sentences: list[list[int]], opts: SearchOptions, bulk: bool = False
+                        ) -> list[list[Hypothesis]]:
         if self.phase is not Phase.READY:
             raise REFUSALS.get(self.phase, ShuttingDown)()
-        done: Done = await self._call(lambda id: Translate(id, pair, sentences, opts), self.answer_s)
+        done: Done = await self._call(lambda id: Translate(id, pair, sentences, opts, bulk), self.answer_s)
         return done.hypotheses
 
     def stop(self, deadline: float) -> Awaitable[None]:
