@@ -87,9 +87,10 @@ def make_base(base: Base) -> str:
         return base.name
     with tempfile.TemporaryDirectory() as folder:
         tarball = Path(folder) / "rootfs.tar"
-        subprocess.run(["mmdebstrap", "--quiet", f"--variant={base.variant}", *MMDEBSTRAP_OPTIONS,
-                        f"--include={','.join(base.packages)}", "bookworm", str(tarball)],
-                       check=True, stdin=subprocess.DEVNULL, timeout=900)
+        done = subprocess.run(["mmdebstrap", "--quiet", f"--variant={base.variant}", *MMDEBSTRAP_OPTIONS,
+                               f"--include={','.join(base.packages)}", "bookworm", str(tarball)],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, f"mmdebstrap of {base.name} failed:\n{done.stderr[-4000:]}"
         changes = [a for c in (*base.changes, f"LABEL mt.recipe={base.recipe}") for a in ("--change", c)]
         podman("import", "--quiet", *changes, str(tarball), base.name)
     return base.name

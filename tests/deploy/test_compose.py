@@ -2,8 +2,8 @@
 
 Prometheus and nginx are images made from Debian's packages (PROMETHEUS_IMAGE, NGINX_IMAGE); no Grafana image can
 be made here, so Grafana is not started (tests/test_deploy.py checks its provisioning). Every port is published
-on 127.0.0.1 only. podman runs no health checks by itself on a machine without systemd: the tests run them, as
-Docker's engine would, while compose waits for `service_healthy`.
+on 127.0.0.1 only. podman runs no health checks by itself on a machine without systemd, and podman-compose does not
+wait for `service_healthy` on podman 4.3: the tests wait for /ready and run each translator's health check.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -46,29 +45,17 @@ def containers(service: str) -> list[str]:
     return listed.stdout.split()
 
 
-def run_health_checks(stop: threading.Event) -> None:
-    """What Docker's engine does for compose: each container's HEALTHCHECK, every 2 s."""
-    while not stop.wait(2):
-        for name in containers("translator") + containers("nginx") + containers("prometheus"):
-            engine.podman("healthcheck", "run", name, check=False)
-
-
 @contextlib.contextmanager
 def stack(files: list[str], images: dict[str, str], *services: str) -> Iterator[dict[str, str]]:
     """`podman-compose up -d` of the files (only the services named, with what they depend on); then `down -v`."""
     ports = {"TRANSLATOR_PUBLISHED_PORT": free_port(), "PROMETHEUS_PUBLISHED_PORT": free_port()}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRANSLATOR_", "COMPOSE_"))}
     env |= images | {k: f"127.0.0.1:{port}" for k, port in ports.items()}
-    stop = threading.Event()
-    checks = threading.Thread(target=run_health_checks, args=(stop,), daemon=True)
-    checks.start()
     try:
         compose(files, "up", "--detach", "--no-build", *services, env=env)
         yield {"translator": f"http://127.0.0.1:{ports['TRANSLATOR_PUBLISHED_PORT']}",
                "prometheus": f"http://127.0.0.1:{ports['PROMETHEUS_PUBLISHED_PORT']}"}
     finally:
-        stop.set()
-        checks.join()
         compose(files, "down", "--volumes", "--timeout", "5", env=env, timeout=300)
 
 
@@ -90,9 +77,25 @@ def translate(url: str, text: str = "Two dogs are playing in the snow.") -> http
     return httpx.post(f"{url}/translate", json={"q": text, "source": "en", "target": "de"}, timeout=120)
 
 
+def assert_healthy(service: str) -> None:
+    for name in containers(service):
+        assert engine.podman("healthcheck", "run", name, check=False).returncode == 0, engine.logs(name)[-3000:]
+
+
+def wait_healthy(service: str) -> None:
+    """Every container of the service passes its health check (each replica loads its models at its own pace)."""
+    deadline = time.monotonic() + engine.READY_SECONDS
+    while time.monotonic() < deadline:
+        if all(engine.podman("healthcheck", "run", n, check=False).returncode == 0 for n in containers(service)):
+            return
+        time.sleep(2)
+    assert_healthy(service)
+
+
 def test_cpu_variant_serves_and_prometheus_scrapes_the_translator(cpu_image, third_party_images):
     with stack(CPU, third_party_images, "translator", "prometheus") as urls:
         engine.wait_ready(urls["translator"])
+        assert_healthy("translator")
         response = translate(urls["translator"])
         assert response.status_code == 200 and response.json()["translatedText"], response.text
         # the translator's read-only root filesystem, as compose runs it
@@ -104,9 +107,11 @@ def test_cpu_variant_serves_and_prometheus_scrapes_the_translator(cpu_image, thi
 
 
 def test_scale_out_spreads_requests_over_two_replicas_and_survives_one_killed(cpu_image, third_party_images):
-    with stack(SCALE, third_party_images) as urls:
+    with stack(SCALE, third_party_images, "translator", "prometheus", "nginx") as urls:
         assert len(containers("translator")) == 2
         engine.wait_ready(urls["translator"])
+        for service in ("translator", "nginx"):
+            wait_healthy(service)
         answered_by = {translate(urls["translator"]).headers["x-upstream"] for _ in range(12)}
         assert len(answered_by) == 2, answered_by
         # both replicas' metrics reach Prometheus (it scrapes each replica, not nginx)
