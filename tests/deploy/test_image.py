@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -59,6 +58,11 @@ def test_cpu_image_is_small_has_no_build_tools_and_carries_only_onnx_runtimes_cp
     providers = engine.podman("run", "--rm", cpu_image, "python", "-c",
                               "import onnxruntime; print(onnxruntime.get_available_providers())").stdout
     assert "CUDAExecutionProvider" not in providers and "CPUExecutionProvider" in providers
+    # our CPU kernels, built by the build stage on Debian 12's Python (3.11.2)
+    built = engine.podman("run", "--rm", cpu_image, "python", "-c", "import platform; "
+                          "from service.engine.kernels import built_library; "
+                          "print(platform.python_version(), built_library() is not None)").stdout.split()
+    assert built[0].startswith("3.11.") and built[1] == "True", built
 
 
 def test_cpu_image_starts_passes_its_health_check_translates_both_pairs_and_is_scraped(cpu_image):
@@ -77,6 +81,7 @@ def test_cpu_image_starts_passes_its_health_check_translates_both_pairs_and_is_s
             assert response.status_code == 200, response.text
             translated = response.json()["translatedText"]
             assert translated and translated != text, translated
+        assert "our kernels" in engine.logs(name)
         scraped = httpx.get(f"{url}/metrics", timeout=10).text.splitlines()
         counted = [line for line in scraped if line.startswith("translator_requests_total{") and '"200"' in line]
         assert all(any(f'pair="{pair}"' in line for line in counted) for pair in PAIRS), counted
@@ -116,10 +121,10 @@ def test_a_bad_model_folder_leaves_the_container_running_unready_with_one_clear_
 
 
 def test_a_malformed_setting_is_one_clear_line_and_a_missing_one_takes_its_default(cpu_image):
-    done = subprocess.run(["podman", "run", "--rm", "--env", "TRANSLATOR_THREADS=many", cpu_image],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode != 0
-    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    with container(cpu_image, "--env", "TRANSLATOR_THREADS=many") as (name, _):
+        exited = engine.podman("wait", name, timeout=120).stdout.strip()
+        lines = [line for line in engine.logs(name).splitlines() if line.strip()]
+    assert exited == "2"
     assert len(lines) == 1 and "TRANSLATOR_THREADS" in lines[0] and "many" in lines[0], lines
     # no TRANSLATOR_* variable but the image's own: the defaults serve
     with container(cpu_image) as (name, url):
