@@ -2,21 +2,27 @@
 #
 # The translation service image, in two flavours that differ only in their base:
 #   docker build --target gpu -t mt-translator:gpu .   CUDA 13 + cuDNN 9, ONNX Runtime's CUDA provider
-#   docker build --target cpu -t mt-translator:cpu .   python:3.11-slim, ONNX Runtime's CPU provider
+#   docker build --target cpu -t mt-translator:cpu .   python:3.11-slim, ONNX Runtime's CPU build only
 # Both install the project as the README's set-up does (`pip install .`: pyproject's serving dependencies,
 # no torch), run as a non-root user, report healthy once GET /ready answers 200, and serve the models baked
 # in from models/ (every model folder in it: each language pair is served). To serve another model, mount its
 # folder and point TRANSLATOR_MODEL_DIR at it (or at a folder of model folders):
 #   docker run -v /path/to/fr-en:/models/fr-en:ro -e TRANSLATOR_MODEL_DIR=/models/fr-en ...
+# The bases are build arguments (tests/deploy builds them from Debian's archive). PYTHON_BUILD_IMAGE must carry the
+# same Python, at the same path, as PYTHON_IMAGE (the venv links to it), and venv. Where pip needs a certificate
+# bundle of its own to reach its index, pass it as a secret (`--secret id=pip_cert,src=FILE`): it is used by the
+# build and never stored in a layer; PIP_INDEX_URL likewise comes as a build argument.
 
 ARG CUDA_IMAGE=nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04
 ARG PYTHON_IMAGE=python:3.11-slim
+ARG PYTHON_BUILD_IMAGE=python:3.11-slim
 
 # What `pip install .` reads, and nothing else: both builds take their sources from here.
 FROM scratch AS source
 COPY pyproject.toml README.md /src/
 COPY core /src/core
 COPY service /src/service
+COPY deploy/requirements.py /src/deploy/requirements.py
 
 # One base per flavour, each with a Python. The CUDA image has none: it gets Ubuntu 24.04's (3.12),
 # whose venv module the build needs (not pinned: Ubuntu drops superseded versions from its archive).
@@ -30,23 +36,34 @@ RUN apt-get update \
 
 # The virtual environment, built where pip, its cache and the sources can stay behind. The venv's python
 # links to the base's, so each flavour builds its own.
-# The CPU image also builds our decoder-step kernels (service/engine/kernels) into the installed package: g++ here
-# only, and for any x86-64-v2 CPU (KERNELS_MARCH), since the image may run on another machine than its build's.
-FROM cpu-base AS cpu-build
+# The CPU image installs pyproject's dependencies with ONNX Runtime's CPU build in place of onnxruntime-gpu
+# (deploy/requirements.py), then the project without dependencies. It also builds our decoder-step kernels
+# (service/engine/kernels) into the installed package: g++ here only, and for any x86-64-v2 CPU (KERNELS_MARCH),
+# since the image may run on another machine than its build's.
+FROM ${PYTHON_BUILD_IMAGE} AS cpu-build
 # hadolint ignore=DL3008
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends g++ \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=source /src /src
 ARG KERNELS_MARCH=x86-64-v2
-RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m venv /opt/venv && /opt/venv/bin/pip install /src \
+ARG PIP_INDEX_URL
+RUN --mount=type=cache,target=/root/.cache/pip --mount=type=secret,id=pip_cert \
+    if [ -f /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+    && python3 -m venv /opt/venv \
+    && python3 /src/deploy/requirements.py --cpu /src/pyproject.toml > /tmp/requirements.txt \
+    && /opt/venv/bin/pip install -r /tmp/requirements.txt && /opt/venv/bin/pip install --no-deps /src \
     && /opt/venv/bin/python -m service.engine.kernels.build --march "${KERNELS_MARCH}"
+# What serving never runs stays behind: pip and setuptools, and the packages' own test suites.
+RUN /opt/venv/bin/python -m pip uninstall -q -y pip setuptools \
+    && find /opt/venv -depth -type d -name tests -exec rm -rf {} +
 
 FROM gpu-base AS gpu-build
 COPY --from=source /src /src
-RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m venv /opt/venv && /opt/venv/bin/pip install /src
+ARG PIP_INDEX_URL
+RUN --mount=type=cache,target=/root/.cache/pip --mount=type=secret,id=pip_cert \
+    if [ -f /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+    && python3 -m venv /opt/venv && /opt/venv/bin/pip install /src
 
 # The runtime stages: the same instructions on top of each base (tests/test_deploy.py keeps them in step).
 # TRANSLATOR_HOST: a container must listen on all its interfaces, not only on its own loopback.

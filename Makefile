@@ -7,7 +7,7 @@ MULTI30K_DIR ?= $(firstword $(wildcard ../shared/data/multi30k) data/multi30k)
 export MULTI30K_DIR
 PORT ?= 8000
 
-.PHONY: serve test lint bench system-deps data kernels clean
+.PHONY: serve test test-deploy deploy-deps lint bench system-deps data kernels clean
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -50,6 +50,15 @@ data: $(VENV)/bin/python
 
 test: $(VENV)/.dev system-deps data $(KERNELS)
 	$(PY) -m pytest -q
+
+# The container tests (tests/deploy): Debian's podman (runc, cgroupfs), mmdebstrap for the base images, and
+# podman-compose (the dev extra's, which reads compose's !reset). Builds reach PyPI through this machine's CAs.
+deploy-deps:
+	@command -v podman >/dev/null && command -v mmdebstrap >/dev/null && command -v runc >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc mmdebstrap >/dev/null)
+
+test-deploy: $(VENV)/.dev deploy-deps
+	PATH="$(abspath $(VENV))/bin:$$PATH" DEPLOY_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/deploy
 
 # Every benchmark of BENCHMARKS.md, one after the other (well over an hour on 2 cores; `python -m bench --list` names
 # them, `python -m bench NAME` runs one); results in bench/results/.

@@ -353,6 +353,7 @@ def test_dockerfile_has_a_gpu_and_a_cpu_target_on_the_agreed_bases():
     gpu, cpu = image_of("gpu"), image_of("cpu")
     assert re.fullmatch(r"nvidia/cuda:13\.\d+\.\d+-cudnn-runtime-ubuntu24\.04", gpu.base), gpu.base
     assert cpu.base == "python:3.11-slim"
+    assert dockerfile_args()["PYTHON_BUILD_IMAGE"] == cpu.base  # the build stage's Python is the runtime's
     # The CUDA the image brings is the one onnxruntime-gpu was built for (the same pinned version runs here).
     from onnxruntime.capi import build_and_package_info as ort_build
 
@@ -404,7 +405,10 @@ def test_dockerfile_installs_the_serving_dependency_set_of_the_readme_set_up():
         for c in s.commands
         if c.cmd == "COPY" and "pyproject.toml" in c.value
     }
-    installs = pip_installs(runs)
+    # the CPU image's dependencies: pyproject's own, as deploy/requirements.py writes them (onnxruntime's CPU build)
+    written = {m.group(1) for r in runs for m in re.finditer(r"deploy/requirements\.py --cpu \S+ > (\S+)", r)}
+    assert len(written) == 1, runs
+    installs = [a for a in pip_installs(runs) if a != [*written]]
     image_installs = {project_install(a, project_dirs) for a in installs}
     assert None not in image_installs, f"the image installs packages beyond the project's: {installs}"
     assert image_installs == readme_installs == {frozenset()}, (image_installs, readme_installs)
@@ -414,6 +418,23 @@ def test_dockerfile_installs_the_serving_dependency_set_of_the_readme_set_up():
     dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {re.match(r"[\w.-]+", d).group().lower() for d in dependencies}
     assert "torch" not in names and "onnxruntime-gpu" in names
+
+
+def test_the_cpu_images_requirements_are_pyprojects_with_onnx_runtimes_cpu_build():
+    import tomllib
+
+    sys.path.insert(0, str(ROOT / "deploy"))
+    try:
+        from requirements import requirements
+    finally:
+        sys.path.pop(0)
+    pyproject = ROOT / "pyproject.toml"
+    dependencies = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    cpu = requirements(pyproject, cpu=True)
+    assert requirements(pyproject, cpu=False) == dependencies
+    changed = [(a, b) for a, b in zip(dependencies, cpu, strict=True) if a != b]
+    assert [(a.replace("onnxruntime-gpu", "onnxruntime"), b) for a, b in changed] == [(b, b) for _, b in changed]
+    assert len(changed) == 1 and changed[0][1].startswith("onnxruntime==")
 
 
 def test_dockerignore_keeps_the_context_to_what_the_image_copies(tmp_path):

@@ -42,9 +42,16 @@ async def serve(settings: Settings, address: str, loader: ModelLoader) -> None:
         loop.add_signal_handler(sig, stopping.set)
     try:
         await engine.start()
-    except Exception:
-        log.critical("cannot load the models from %s", settings.model_dir, exc_info=True)
-        raise SystemExit(3) from None
+    except Exception as error:
+        # A bad model folder: one line saying why, then unready (/ready 503) until stopped, since a restart would
+        # fail the same way (a container restarting in a loop hides the reason); the traceback at debug level.
+        log.critical("cannot load the models from %s: %s: %s; the service stays unready until it is stopped",
+                     settings.model_dir, type(error).__name__, error)
+        log.debug("the models' load failed", exc_info=True)
+        await stopping.wait()
+        serving.cancel()
+        server.close()
+        return
     server.loaded.set()
     log.info("engine serving %s", ", ".join(pair.name for pair in engine.pairs))
     await stopping.wait()

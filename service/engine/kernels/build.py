@@ -53,11 +53,21 @@ def fetch_headers() -> Path:
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:xz") as archive:
         for member in archive.getmembers():
             if member.isfile() and member.name.startswith(prefix):
-                member.name = member.name[len(prefix):]
-                archive.extract(member, staging, filter="data")
+                write_member(archive, member, staging / member.name[len(prefix):])
     CACHE.parent.mkdir(parents=True, exist_ok=True)
     staging.replace(CACHE)
     return CACHE
+
+
+def write_member(archive: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -> None:
+    """A regular file's bytes, written under its folder only: no link, mode or owner taken from the archive.
+
+    Written by hand rather than by `extract(..., filter="data")`, which Python has only from 3.11.4 on.
+    """
+    if ".." in Path(member.name).parts:
+        raise RuntimeError(f"{member.name} leaves the package's include folder")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(archive.extractfile(member).read())
 
 
 def ar_member(archive: bytes, name: str) -> bytes:
