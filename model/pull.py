@@ -256,6 +256,9 @@ def pull(text: str, cache: ModelCache, variants: list[str], index_url: str) -> P
             return folder
         try:
             return make(entry, cache, variants, index_url)
+        except ImportError as e:
+            raise PullError(f"{entry.text}: converting it needs {e.name}: pip install '.[pull]' (or pull it where "
+                            "that is installed, python -m model.pull, into the same TRANSLATOR_MODEL_CACHE)") from None
         except OSError as e:
             if e.errno == errno.ENOSPC:
                 raise PullError(f"{entry.text}: the disk of {cache.root} is full: free some space (python -m "

@@ -12,9 +12,14 @@ import hashlib
 import io
 import json
 import logging
+import re
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import sentencepiece as spm
@@ -31,6 +36,8 @@ from model import cache as cache_module  # noqa: E402
 from model.cache import PULLED_FILE, ModelCache  # noqa: E402
 from model.pull import Entry, PullError, pull, pull_all  # noqa: E402
 from model.pull import main as pull_main  # noqa: E402
+from service import launch  # noqa: E402
+from service.settings import SHIPPED_MODELS  # noqa: E402
 from service.translator import Translator  # noqa: E402
 
 VARIANTS = ["fp32"]
@@ -253,3 +260,66 @@ def test_weights_are_unchanged_by_the_cache(server: ModelServer, cache: ModelCac
     assert snapshots and np.array_equal(np.frombuffer(snapshots[0].read_bytes(), np.uint8),
                                         np.frombuffer((marian_repo / "model.safetensors").read_bytes(), np.uint8))
     assert json.loads((cache.folder(Entry.parse(MARIAN_REPO).name) / PULLED_FILE).read_text())["source"] == "hub"
+
+
+# --- the service's start ------------------------------------------------------------------------------------------
+
+
+def start_log(tmp_path: Path, server: ModelServer, monkeypatch: pytest.MonkeyPatch, **settings: object):
+    """`python -m service` with the shipped models and TRANSLATOR_MODELS from the stand-in: the /health bodies seen
+    while it starts, and its log once ready."""
+    port = launch.free_port()
+    monkeypatch.setattr(launch, "free_port", lambda: port)
+    seen, ready = [], threading.Event()
+
+    def poll() -> None:
+        while not ready.is_set():
+            try:
+                seen.append(httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).json())
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    log = tmp_path / "service.log"
+    try:
+        with launch.running_service(SHIPPED_MODELS, log, ready_timeout=300, http_workers=1, provider="cpu",
+                                    model_cache=tmp_path / "cache", argos_index=index_url(server), **settings) as s:
+            ready.set()
+            languages = httpx.get(f"{s.url}/languages").json()
+    finally:
+        ready.set()
+        thread.join()
+    return seen, log.read_text(), languages
+
+
+def test_named_models_are_served_at_the_first_start(tmp_path: Path, server: ModelServer,
+                                                     monkeypatch: pytest.MonkeyPatch):
+    """The Argos pair is pulled while /health reports it; the unknown pair gets one line and the service starts
+    with the rest; the pulled en-de serves en-de, and the line names the shipped folder that also has it."""
+    seen, log, languages = start_log(tmp_path, server, monkeypatch, models="en-xx,en-de")
+    stages = {body["pulling"]["stage"] for body in seen if "pulling" in body}
+    assert {"download", "convert", "export"} & stages, seen[-5:]
+    assert [line for line in log.splitlines() if "en-xx: the Argos Translate index has no package en-xx" in line]
+    cached = tmp_path / "cache" / "argos-en-de"
+    assert re.search(f"{cached} serves en-de, which {SHIPPED_MODELS / 'en-de'} also translates", log), log[-3000:]
+    assert {language["code"] for language in languages} >= {"en", "de"}
+
+
+def test_a_second_start_uses_the_cache_without_the_network(tmp_path: Path, server: ModelServer,
+                                                           monkeypatch: pytest.MonkeyPatch):
+    pull("en-de", ModelCache(tmp_path / "cache"), ["fp32", "int8"], index_url(server))
+    fetched = len(server.requests)
+    _, log, _ = start_log(tmp_path, server, monkeypatch, models="en-de")
+    assert len(server.requests) == fetched and "argos-en-de" in log
+
+
+def test_required_models_refuse_to_start(tmp_path: Path, server: ModelServer):
+    env = launch.service_env(SHIPPED_MODELS, launch.free_port(), {
+        "models": "en-xx", "models_required": "true", "model_cache": tmp_path / "cache",
+        "argos_index": index_url(server), "http_workers": 1, "provider": "cpu"})
+    done = subprocess.run([sys.executable, "-m", "service"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "en-xx: the Argos Translate index has no package en-xx; it has de-en, en-de (TRANSLATOR_MODELS_REQUIRED" \
+        in done.stdout + done.stderr
