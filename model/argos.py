@@ -34,6 +34,8 @@ import torch
 from core.folder import ModelConfig, pair_name
 from core.tokenizer import ARGOS_FILES
 from model.ctranslate2_model import CTranslate2Model, read_model, to_transformer
+from model.out_folder import export as export_graphs
+from model.out_folder import replacing
 from model.transformer import Transformer
 
 PACKAGES_DIR = Path.home() / ".local/share/argos-translate/packages"  # where argostranslate installs them
@@ -115,10 +117,11 @@ def convert_package(folder: Path, metadata: dict, out: Path) -> Transformer:
     return model
 
 
-def convert_packages(path: Path, out: Path) -> int:
+def convert_packages(path: Path, out: Path, force: bool = False, export: list[str] | None = None) -> int:
     """python -m model.convert for Argos Translate: the package `path` into the model folder `out`, or every
-    translation package of the folder `path` into out/<from>-<to>; prints each result, and the reasons of those
-    refused. Returns the exit status: 0, or 2 where a package was refused."""
+    translation package of the folder `path` into out/<from>-<to> (a folder that holds another model is refused
+    unless `force`; each exported in the precisions of `export`, if given); prints each result, and the reasons of
+    those refused. Returns the exit status: 0, or 2 where a package was refused."""
     packages = package_paths(path)
     one = packages == [path]
     written: set[Path] = set()
@@ -133,13 +136,16 @@ def convert_packages(path: Path, out: Path) -> int:
                 target = out if one else out / pair_name(metadata["from_code"], metadata["to_code"])
                 if target in written:
                     raise ValueError(f"{package} cannot be converted: {target} was written from another package")
-                model = convert_package(folder, metadata, target)
+                with replacing(target, force) as partial:
+                    model = convert_package(folder, metadata, partial)
+                    if export:
+                        export_graphs(partial, export)
         except ValueError as e:
             print(f"model.convert: {e}", file=sys.stderr)
             refused += 1
             continue
         written.add(target)
         print(f"{package} -> {target}: {model.num_parameters():,} parameters, {model.cfg}")
-    if written:
+    if written and not export:
         print("next, for each model folder: python -m export MODEL_DIR/model.pt --out MODEL_DIR")
     return 2 if refused else 0

@@ -3,7 +3,7 @@
     CACHE/
         argos-en-de/                  one ready model folder per entry (config.json, graphs, tokenizer, pulled.json)
         Helsinki-NLP--opus-mt-en-de/
-        .partial-<name>-<pid>/         a folder being made; renamed into place once complete, removed on failure
+        .<name>.partial/               a folder being made; renamed into place once complete, removed on failure
         .downloads/                    Argos packages, resumed from their .part file
         .hub/                          huggingface_hub's own cache (resumes, ETags, snapshots)
         .lock                          held while an entry is made: replicas sharing the volume wait for each other
@@ -27,6 +27,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from core.folder import is_model_folder
+from model.out_folder import replacing
 
 PULLED_FILE = "pulled.json"  # beside config.json: the entry, where it came from, its licence, when
 PROGRESS_FILE = ".progress.json"
@@ -80,15 +81,8 @@ class ModelCache:
     def building(self, name: str) -> Iterator[Path]:
         """A fresh folder to make the entry in, renamed to folder(name) when the block ends without an error and
         removed when it raises: an interrupted start leaves no folder that a later one takes for a model."""
-        partial = self.root / f".partial-{name}-{os.getpid()}"
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        try:
+        with replacing(self.folder(name), force=True) as partial:
             yield partial
-            shutil.rmtree(self.folder(name), ignore_errors=True)
-            partial.rename(self.folder(name))
-        finally:
-            shutil.rmtree(partial, ignore_errors=True)
 
     def check_space(self, entry: str, needed: int) -> None:
         """Raise NoSpace, naming the entry and what to do, when the cache's disk has less than `needed` bytes free."""

@@ -150,6 +150,16 @@ def weight_files(siblings: list) -> list:
     return safetensors or [s for s in siblings if s.rfilename == "pytorch_model.bin"]
 
 
+def network_errors() -> tuple[type[Exception], ...]:
+    """What huggingface_hub raises when the network fails: OSError, and its HTTP client's transport errors (httpx's,
+    or httpx2's in huggingface_hub 2)."""
+    try:
+        import httpx2 as client
+    except ImportError:
+        import httpx as client
+    return OSError, client.TransportError
+
+
 def fetch_hub(entry: Entry, cache: ModelCache) -> tuple[Path, dict]:
     """The entry's snapshot, downloaded through huggingface_hub into the cache, and what pulled.json records."""
     from huggingface_hub import HfApi, hf_hub_download, snapshot_download
@@ -162,6 +172,7 @@ def fetch_hub(entry: Entry, cache: ModelCache) -> tuple[Path, dict]:
     )
 
     hub_cache = cache.root / ".hub"
+    unreachable = network_errors()
     try:
         info = HfApi().model_info(entry.repo, revision=entry.revision, files_metadata=True)
         config = json.loads(Path(hf_hub_download(entry.repo, "config.json", revision=info.sha,
@@ -177,7 +188,7 @@ def fetch_hub(entry: Entry, cache: ModelCache) -> tuple[Path, dict]:
     except (OfflineModeIsEnabled, LocalEntryNotFoundError):
         raise PullError(f"{entry.text}: not in the cache {cache.root}, and the hub cannot be reached (offline, or "
                         "no network): pull it with the network (python -m model.pull) and start again") from None
-    except OSError as e:
+    except unreachable as e:
         raise PullError(f"{entry.text}: the hub cannot be reached ({e}): check the network or HF_ENDPOINT, and start "
                         "again") from None
     kind = config.get("model_type")
@@ -201,7 +212,7 @@ def fetch_hub(entry: Entry, cache: ModelCache) -> tuple[Path, dict]:
     try:
         folder = snapshot_download(entry.repo, revision=info.sha, cache_dir=hub_cache, tqdm_class=Bar,
                                    allow_patterns=HUB_FILES + [s.rfilename for s in weights])
-    except OSError as e:
+    except unreachable as e:
         raise PullError(f"{entry.text}: the download failed ({e}): check the network and start again (the download "
                         "resumes)") from None
     return Path(folder), {"source": "hub", "repo": entry.repo, "revision": info.sha, "licence": licence}

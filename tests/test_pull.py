@@ -128,7 +128,7 @@ def test_an_argos_pair_is_fetched_converted_and_cached(server: ModelServer, cach
     assert folder == cache.folder("argos-en-de") and FolderConfig.load(folder).pairs == [("en", "de")]
     assert translates(folder)
     assert cache.pulled(folder)["licence"] == "CC0" and "licence: CC0" in caplog.text
-    assert [p.name for p in cache.root.iterdir() if p.name.startswith(".partial")] == []
+    assert [p.name for p in cache.root.iterdir() if p.name.endswith(".partial")] == []
     assert cache.progress() is None
     fetched = len(server.requests)
     assert pull("en-de", cache, VARIANTS, index_url(server)) == folder
@@ -323,3 +323,9 @@ def test_required_models_refuse_to_start(tmp_path: Path, server: ModelServer):
     assert done.returncode != 0
     assert "en-xx: the Argos Translate index has no package en-xx; it has de-en, en-de (TRANSLATOR_MODELS_REQUIRED" \
         in done.stdout + done.stderr
+
+
+def test_an_unreachable_hub_says_what_to_do(cache: ModelCache, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", "http://127.0.0.1:9")
+    with pytest.raises(PullError, match=f"{MARIAN_REPO}: the hub cannot be reached .*check the network or HF_ENDPOINT"):
+        pull(MARIAN_REPO, cache, VARIANTS, "http://127.0.0.1:9/index.json")
