@@ -13,9 +13,11 @@ A model folder gets model.pt (model.ctranslate2_model: our Transformer with the 
 the tokenizer files core.tokenizer.ARGOS_FILES: the package's sentencepiece.model, and vocabulary.json, the
 CTranslate2 vocabulary with the ids of its special tokens. Argos Translate gives CTranslate2 a sentence's
 SentencePiece pieces as its tokens (argostranslate/tokenizer.py, translate.py); core.tokenizer.ArgosTokenizer maps
-the same pieces through that vocabulary. Refused, with the reason: packages of another kind than "translate", of a
-BPE tokenizer (bpe.model: Moses and subword-nmt), whose translations start with a target prefix (metadata.json's
-target_prefix), and models that ours cannot run (model.ctranslate2_model.unsupported).
+the same pieces through that vocabulary. Packages that Locomotive makes from OPUS-MT models (CTranslate2's Marian
+conversion: a zero start embedding) convert too (model.ctranslate2_model.zero_start). Refused, with the reason:
+packages of another kind than "translate", of a BPE tokenizer (bpe.model: Moses and subword-nmt), whose
+translations start with a target prefix (metadata.json's target_prefix), and models that ours cannot run
+(model.ctranslate2_model.unsupported).
 """
 
 from __future__ import annotations
