@@ -14,9 +14,10 @@ the tokenizer files core.tokenizer.ARGOS_FILES: the package's sentencepiece.mode
 CTranslate2 vocabulary with the ids of its special tokens. Argos Translate gives CTranslate2 a sentence's
 SentencePiece pieces as its tokens (argostranslate/tokenizer.py, translate.py); core.tokenizer.ArgosTokenizer maps
 the same pieces through that vocabulary. Packages that Locomotive makes from OPUS-MT models (CTranslate2's Marian
-conversion: a zero start embedding) convert too (model.ctranslate2_model.zero_start). Refused, with the reason:
-packages of another kind than "translate", of a BPE tokenizer (bpe.model: Moses and subword-nmt), whose
-translations start with a target prefix (metadata.json's target_prefix), and models that ours cannot run
+conversion: a zero start embedding) convert too (model.ctranslate2_model.zero_start), and so do packages whose
+translations start with a target prefix (metadata.json's target_prefix: one token, which decoding is forced to
+begin with and translations leave out, ModelConfig.target_prefix). Refused, with the reason: packages of another
+kind than "translate", of a BPE tokenizer (bpe.model: Moses and subword-nmt), and models that ours cannot run
 (model.ctranslate2_model.unsupported).
 """
 
@@ -89,18 +90,17 @@ def package_problems(folder: Path, metadata: dict) -> list[str]:
             not has_sentencepiece and (folder / "bpe.model").is_file()
         ),
         f"no {SENTENCEPIECE}": not has_sentencepiece and not (folder / "bpe.model").is_file(),
-        f"a target prefix ({metadata.get('target_prefix')!r}) that every translation starts with: ours starts "
-        "from the decoder's start token alone": bool(metadata.get("target_prefix")),
     }
     return [reason for reason, applies in checks.items() if applies]
 
 
 def vocabulary(ct2: CTranslate2Model, cfg: ModelConfig) -> dict:
     """vocabulary.json (core.tokenizer.ArgosTokenizer): the tokens in id order, <unk>'s id, and the ids of the
-    special tokens, which translations leave out."""
+    special tokens, which translations leave out (a target prefix too, as Argos Translate drops it)."""
     tokens = ct2.target_vocabulary
     bos = ct2.config.get("bos_token")
     special = {cfg.pad_id, cfg.unk_id, cfg.bos_id, cfg.eos_id} | ({tokens.index(bos)} if bos in tokens else set())
+    special |= set() if cfg.target_prefix is None else {cfg.target_prefix}
     return {"tokens": tokens, "unk_id": cfg.unk_id, "special_ids": sorted(special)}
 
 
@@ -111,6 +111,11 @@ def convert_package(folder: Path, metadata: dict, out: Path) -> Transformer:
         raise ValueError(f"{folder} cannot be converted: it has " + "; ".join(problems))
     ct2 = read_model(folder / "model")
     model = to_transformer(ct2, metadata["from_code"], metadata["to_code"])
+    if prefix := metadata.get("target_prefix"):
+        if prefix not in ct2.target_vocabulary:
+            raise ValueError(f"{folder} cannot be converted: it has a target prefix {prefix!r} that is not a token "
+                             "of its vocabulary")
+        model.cfg.target_prefix = ct2.target_vocabulary.index(prefix)
     out.mkdir(parents=True, exist_ok=True)
     torch.save({"config": model.cfg.to_dict(), "model": model.state_dict()}, out / "model.pt")
     shutil.copy(folder / SENTENCEPIECE, out / ARGOS_FILES["sentencepiece"])
