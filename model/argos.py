@@ -35,10 +35,10 @@ from pathlib import Path
 import torch
 
 from core.folder import ModelConfig, pair_name
+from core.model_cache import replacing
 from core.tokenizer import ARGOS_FILES
 from model.ctranslate2_model import CTranslate2Model, read_model, to_transformer
 from model.out_folder import export as export_graphs
-from model.out_folder import replacing
 from model.transformer import Transformer
 
 PACKAGES_DIR = Path.home() / ".local/share/argos-translate/packages"  # where argostranslate installs them

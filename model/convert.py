@@ -37,6 +37,7 @@ import argparse
 import json
 import re
 import shutil
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -53,10 +54,10 @@ from transformers import (
 )
 
 from core.folder import ModelConfig
+from core.model_cache import replacing
 from core.tokenizer import FAIRSEQ_FILES, MARIAN_FILES, FairseqTokenizer
 from model.argos import convert_packages, package_paths
 from model.out_folder import export as export_graphs
-from model.out_folder import replacing
 from model.transformer import Transformer
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # transformers' name -> ours
@@ -417,6 +418,8 @@ def main(argv: list[str] | None = None) -> None:
                 export_graphs(partial, export)
     except ValueError as e:
         p.exit(2, f"model.convert: {e}\n")
+    except subprocess.CalledProcessError:
+        p.exit(2, "model.convert: the export failed (the lines above say why)\n")
     print(f"{args.out / 'model.pt'}: {model.num_parameters():,} parameters, {model.cfg}")
     if export:
         print(f"{args.out}: ready to serve ({' '.join(export)})")

@@ -25,64 +25,25 @@ import argparse
 import errno
 import json
 import logging
-import re
+import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
 from core.folder import FolderConfig
+from core.model_cache import GIB, HOW, PULLED_FILE, Entry, ModelCache, NoSpace, PullError
 from model import argos_index
-from model.cache import GIB, PULLED_FILE, ModelCache, NoSpace
+from model.out_folder import export as export_graphs
 
 log = logging.getLogger("model.pull")
 
-PAIR = re.compile(r"(?:argos:)?([a-z]{2,3}(?:-[A-Z][a-z]{3})?|z[th])-([a-z]{2,3}(?:-[A-Z][a-z]{3})?|z[th])")
-REPO = re.compile(r"([\w.-]+/[\w.-]+)(?:@([\w./-]+?))?(?::([\w,-]+))?")
 # Bytes of disk that one byte of download takes, about: the download, model.pt, the fp32 and int8 graphs. An Argos
 # package holds int8 weights (a quarter of fp32), a hub model fp32 or fp16 ones.
 SPACE_PER_BYTE = {"argos": 12, "hub": 4}
 HUB_FILES = ["*.json", "*.spm", "*.model", "*.txt"]  # besides the weights: configuration and tokenizer files
 CONVERTIBLE = {"marian": "Marian (OPUS-MT)", "m2m_100": "M2M100 or NLLB-200"}
-HOW = ("name an Argos Translate pair (en-de) or a Hugging Face repository (Helsinki-NLP/opus-mt-en-de, "
-       "facebook/nllb-200-distilled-600M:en,de,fr)")
-
-
-class PullError(Exception):
-    """An entry that could not be made: one line naming it and what to do."""
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One named model."""
-
-    text: str  # as it was named
-    kind: str  # "argos" or "hub"
-    source: str = ""  # an Argos package's pair
-    target: str = ""
-    repo: str = ""  # a hub model's repository, revision and languages
-    revision: str | None = None
-    languages: list[str] = field(default_factory=list)
-
-    @classmethod
-    def parse(cls, text: str) -> Entry:
-        text = text.strip()
-        if match := PAIR.fullmatch(text):
-            return cls(text, "argos", source=match[1], target=match[2])
-        if match := REPO.fullmatch(text):
-            languages = [code for code in (match[3] or "").split(",") if code]
-            return cls(text, "hub", repo=match[1], revision=match[2], languages=languages)
-        raise PullError(f"{text}: not a model name: {HOW}")
-
-    @property
-    def name(self) -> str:
-        """Its folder's name in the cache: argos-en-de, Helsinki-NLP--opus-mt-en-de, ...@rev, ...--en-de-fr."""
-        if self.kind == "argos":
-            return f"argos-{self.source}-{self.target}"
-        name = self.repo.replace("/", "--") + (f"@{self.revision.replace('/', '_')}" if self.revision else "")
-        return name + ("--" + "-".join(self.languages) if self.languages else "")
 
 
 # --- fetching -------------------------------------------------------------------------------------------------------
@@ -238,8 +199,6 @@ def convert(entry: Entry, fetched: Path, out: Path) -> None:
 
 def make(entry: Entry, cache: ModelCache, variants: list[str], index_url: str) -> Path:
     """Fetch, convert and export the entry into its cache folder (see ModelCache.building)."""
-    from export.__main__ import export_model
-
     fetched, pulled = fetch_argos(entry, cache, index_url) if entry.kind == "argos" else fetch_hub(entry, cache)
     with cache.building(entry.name) as out:
         cache.report(entry.text, "convert")
@@ -250,7 +209,10 @@ def make(entry: Entry, cache: ModelCache, variants: list[str], index_url: str) -
             raise PullError(f"{entry.text}: cannot be served: {e}") from None
         cache.report(entry.text, "export")
         log.info("%s: exporting %s", entry.text, " ".join(variants))
-        export_model(out / "model.pt", out, None, variants)
+        try:
+            export_graphs(out, variants)
+        except subprocess.CalledProcessError:
+            raise PullError(f"{entry.text}: the export failed (the lines above say why)") from None
         (out / "model.pt").unlink()  # serving reads the graphs; `--export` of model.convert keeps it
         pulled |= {"entry": entry.text, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         (out / PULLED_FILE).write_text(json.dumps(pulled, indent=2) + "\n")
@@ -284,7 +246,7 @@ def pull(text: str, cache: ModelCache, variants: list[str], index_url: str) -> P
 def pull_all(texts: list[str], cache: ModelCache, variants: list[str], index_url: str,
              required: bool = False) -> list[Path]:
     """The model folders of the entries that could be made, in order; each one that could not is logged in one line
-    (PullError), or raised when `required`."""
+    (PullError: the entry and what to do), or raised when `required`."""
     folders = []
     for text in texts:
         try:
@@ -292,7 +254,7 @@ def pull_all(texts: list[str], cache: ModelCache, variants: list[str], index_url
         except PullError as e:
             if required:
                 raise
-            log.error("%s (not served; the other models are)", e)
+            log.error("%s", e)
     return folders
 
 
@@ -322,6 +284,8 @@ def main(argv: list[str] | None = None) -> None:
                    "TRANSLATOR_MODEL_CACHE's)")
     p.add_argument("--variants", nargs="+", choices=["fp32", "int8", "fp16"], default=["fp32", "int8"],
                    help="the precisions to export")
+    p.add_argument("--index", default=settings.argos_index, help="the Argos Translate package index (default: "
+                   "TRANSLATOR_ARGOS_INDEX's)")
     p.add_argument("--list", action="store_true", help="list the cached models")
     p.add_argument("--remove", nargs="+", metavar="NAME", help="delete cached models (by entry or folder name)")
     args = p.parse_args(argv)
@@ -338,11 +302,11 @@ def main(argv: list[str] | None = None) -> None:
         p.error("name a model to pull, or give --list or --remove")
     if "fp32" not in args.variants:
         args.variants.insert(0, "fp32")
-    try:
-        for folder in pull_all(args.names, cache, args.variants, settings.argos_index, required=True):
-            print(f"{folder}: ready ({', '.join(f'{s}-{t}' for s, t in FolderConfig.load(folder).pairs[:6])})")
-    except PullError as e:
-        p.exit(2, f"model.pull: {e}\n")
+    folders = pull_all(args.names, cache, args.variants, args.index)
+    for folder in folders:
+        print(f"{folder}: ready ({', '.join(f'{s}-{t}' for s, t in FolderConfig.load(folder).pairs[:6])})")
+    if len(folders) < len(args.names):
+        p.exit(2)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,18 @@
-"""The model folders the service serves, in order: TRANSLATOR_MODELS (pulled into TRANSLATOR_MODEL_CACHE where
-missing: model.pull), then TRANSLATOR_MODEL_DIR's folders by name. Where two folders translate one pair, the first
-serves it, and one log line names both.
+"""The model folders the service serves, in order: TRANSLATOR_MODELS (from TRANSLATOR_MODEL_CACHE; those missing
+made first by `python -m model.pull` in a child process, whose progress and errors go to this log), then
+TRANSLATOR_MODEL_DIR's folders by name. Where two folders translate one pair, the first serves it, and one log line
+names both.
 """
 
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 from core.folder import FolderConfig, model_folders, pair_name
-from model.cache import ModelCache
-from model.pull import PullError, pull_all
+from core.model_cache import Entry, ModelCache, PullError
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -20,6 +22,36 @@ SHOWN_PAIRS = 6  # of a log line's pairs
 def exported_precisions(settings: Settings) -> list[str]:
     """The graphs a pulled model gets: fp32 and int8, and the precision served where it is another."""
     return list(dict.fromkeys(["fp32", "int8", settings.precision]))
+
+
+def pull(settings: Settings, names: list[str]) -> None:
+    """`python -m model.pull` of the entries not in the cache (it loads the converters: not in this process)."""
+    command = [sys.executable, "-m", "model.pull", *names, "--cache", str(settings.model_cache), "--index",
+               settings.argos_index, "--variants", *exported_precisions(settings)]
+    subprocess.run(command, check=False)
+
+
+def named_folders(settings: Settings) -> list[Path]:
+    """The model folders of TRANSLATOR_MODELS, pulled where missing; those that could not be made are logged and
+    left out, or raise PullError with TRANSLATOR_MODELS_REQUIRED."""
+    cache = ModelCache(settings.model_cache)
+    entries: dict[str, Entry | None] = {}
+    for text in settings.models:
+        try:
+            entries[text] = Entry.parse(text)
+        except PullError as e:
+            log.error("%s", e)
+            entries[text] = None
+    if missing := [text for text, entry in entries.items() if entry and not cache.ready(entry.name)]:
+        pull(settings, missing)
+    folders = {text: entry and cache.ready(entry.name) for text, entry in entries.items()}
+    if failed := [text for text, folder in folders.items() if folder is None]:
+        message = f"TRANSLATOR_MODELS: {', '.join(failed)} not served (the lines above say why)"
+        if settings.models_required:
+            log.critical("%s; TRANSLATOR_MODELS_REQUIRED: the service does not start", message)
+            raise PullError(message)
+        log.error("%s; the others are", message)
+    return [folder for folder in folders.values() if folder]
 
 
 def first_of_each_pair(folders: list[Path]) -> list[Path]:
@@ -46,14 +78,8 @@ def first_of_each_pair(folders: list[Path]) -> list[Path]:
 
 
 def served_folders(settings: Settings) -> list[Path]:
-    """Every model folder to serve; a TRANSLATOR_MODELS entry that cannot be made is logged and left out, or raises
-    model.pull.PullError with TRANSLATOR_MODELS_REQUIRED."""
-    try:
-        named = pull_all(settings.models, ModelCache(settings.model_cache), exported_precisions(settings),
-                         settings.argos_index, settings.models_required)
-    except PullError as e:
-        log.critical("%s (TRANSLATOR_MODELS_REQUIRED: the service does not start)", e)
-        raise
+    """Every model folder to serve (see the module's docstring)."""
+    named = named_folders(settings)
     try:
         local = model_folders(settings.model_dir)
     except FileNotFoundError:

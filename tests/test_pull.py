@@ -31,11 +31,11 @@ from model_server import ModelServer, Repo  # noqa: E402
 from test_convert import write_marian, write_tokenizer  # noqa: E402
 
 from bench.common.argos_package import opennmt_vocabulary, random_spec, write_package, zip_package  # noqa: E402
+from core import model_cache as cache_module  # noqa: E402
 from core.folder import FolderConfig  # noqa: E402
-from model import cache as cache_module  # noqa: E402
-from model.cache import PULLED_FILE, ModelCache  # noqa: E402
-from model.pull import Entry, PullError, pull, pull_all  # noqa: E402
+from core.model_cache import PULLED_FILE, Entry, ModelCache, PullError  # noqa: E402
 from model.pull import main as pull_main  # noqa: E402
+from model.pull import pull, pull_all  # noqa: E402
 from service import launch  # noqa: E402
 from service.settings import SHIPPED_MODELS  # noqa: E402
 from service.translator import Translator  # noqa: E402
@@ -249,8 +249,8 @@ def test_the_command_pulls_lists_and_removes(server: ModelServer, cache: ModelCa
     pull_main(["--remove", "en-de", "--cache", str(cache.root)])
     assert "en-de: removed" in capsys.readouterr().out and cache.models() == []
     with pytest.raises(SystemExit) as exit_:
-        pull_main(["en-xx", "--cache", str(cache.root)])
-    assert exit_.value.code == 2
+        pull_main(["en-xx", "en-de", "--cache", str(cache.root), "--variants", "fp32"])
+    assert exit_.value.code == 2 and cache.models() == [cache.folder("argos-en-de")]
 
 
 def test_weights_are_unchanged_by_the_cache(server: ModelServer, cache: ModelCache, marian_repo: Path):
@@ -320,9 +320,11 @@ def test_required_models_refuse_to_start(tmp_path: Path, server: ModelServer):
         "models": "en-xx", "models_required": "true", "model_cache": tmp_path / "cache",
         "argos_index": index_url(server), "http_workers": 1, "provider": "cpu"})
     done = subprocess.run([sys.executable, "-m", "service"], env=env, capture_output=True, text=True, timeout=120)
+    output = done.stdout + done.stderr
     assert done.returncode != 0
-    assert "en-xx: the Argos Translate index has no package en-xx; it has de-en, en-de (TRANSLATOR_MODELS_REQUIRED" \
-        in done.stdout + done.stderr
+    assert "en-xx: the Argos Translate index has no package en-xx; it has de-en, en-de" in output
+    assert "TRANSLATOR_MODELS: en-xx not served (the lines above say why); TRANSLATOR_MODELS_REQUIRED: the service " \
+        "does not start" in output
 
 
 def test_an_unreachable_hub_says_what_to_do(cache: ModelCache, monkeypatch: pytest.MonkeyPatch):

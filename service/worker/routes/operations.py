@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from model.cache import ModelCache
+from core.model_cache import ModelCache
 from service.protocol import Phase
 from service.worker.dependencies import PipelineNow, state
 from service.worker.schemas import ErrorBody, HealthBody, PullProgress, ReadyBody, ServedModel

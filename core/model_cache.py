@@ -9,7 +9,8 @@
         .lock                          held while an entry is made: replicas sharing the volume wait for each other
         .progress.json                 what is being fetched or converted now (the service's /health shows it)
 
-A folder without a leading dot is complete: it is renamed into place only once converted and exported. Torch-free,
+A folder without a leading dot is complete: it is renamed into place only once converted and exported
+(replacing). An entry (Entry: what TRANSLATOR_MODELS and `python -m model.pull` name) has one folder. Torch-free,
 so that the service finds cached models without loading the converters.
 """
 
@@ -17,21 +18,27 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from filelock import FileLock
 
 from core.folder import is_model_folder
-from model.out_folder import replacing
 
 PULLED_FILE = "pulled.json"  # beside config.json: the entry, where it came from, its licence, when
 PROGRESS_FILE = ".progress.json"
 GIB = 2**30
+# an entry: an Argos Translate pair (argos:en-de, en-de, zt-en), or a hub repository[@revision][:languages]
+PAIR = re.compile(r"(?:argos:)?([a-z]{2,3}(?:-[A-Z][a-z]{3})?|z[th])-([a-z]{2,3}(?:-[A-Z][a-z]{3})?|z[th])")
+REPO = re.compile(r"([\w.-]+/[\w.-]+)(?:@([\w./-]+?))?(?::([\w,-]+))?")
+HOW = ("name an Argos Translate pair (en-de) or a Hugging Face repository (Helsinki-NLP/opus-mt-en-de, "
+       "facebook/nllb-200-distilled-600M:en,de,fr)")
 
 
 class NoSpace(Exception):
@@ -111,3 +118,58 @@ class ModelCache:
     def done(self) -> None:
         """No pull is under way any more."""
         (self.root / PROGRESS_FILE).unlink(missing_ok=True)
+
+
+@contextmanager
+def replacing(out: Path, force: bool) -> Iterator[Path]:
+    """A fresh folder beside `out` (.NAME.partial) to write the model in; it takes the place of `out` when the block
+    ends without an error and is removed when it raises, so that no half-written folder is left to pass for a model.
+    A folder `out` that holds files already (another model) is refused (ValueError) unless `force`."""
+    if out.is_dir() and any(out.iterdir()) and not force:
+        names = sorted(p.name for p in out.iterdir())
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise ValueError(f"{out} holds another model ({shown}): give another --out, or --force to replace it")
+    partial = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        yield partial
+        shutil.rmtree(out, ignore_errors=True)
+        partial.rename(out)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+class PullError(Exception):
+    """An entry that could not be made: one line naming it and what to do."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One named model."""
+
+    text: str  # as it was named
+    kind: str  # "argos" or "hub"
+    source: str = ""  # an Argos package's pair
+    target: str = ""
+    repo: str = ""  # a hub model's repository, revision and languages
+    revision: str | None = None
+    languages: list[str] = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, text: str) -> Entry:
+        text = text.strip()
+        if match := PAIR.fullmatch(text):
+            return cls(text, "argos", source=match[1], target=match[2])
+        if match := REPO.fullmatch(text):
+            languages = [code for code in (match[3] or "").split(",") if code]
+            return cls(text, "hub", repo=match[1], revision=match[2], languages=languages)
+        raise PullError(f"{text}: not a model name: {HOW}")
+
+    @property
+    def name(self) -> str:
+        """Its folder's name in the cache: argos-en-de, Helsinki-NLP--opus-mt-en-de, ...@rev, ...--en-de-fr."""
+        if self.kind == "argos":
+            return f"argos-{self.source}-{self.target}"
+        name = self.repo.replace("/", "--") + (f"@{self.revision.replace('/', '_')}" if self.revision else "")
+        return name + ("--" + "-".join(self.languages) if self.languages else "")
