@@ -21,6 +21,8 @@ ARG PYTHON_BUILD_IMAGE=python:3.11-slim
 FROM scratch AS source
 COPY pyproject.toml README.md /src/
 COPY core /src/core
+COPY model /src/model
+COPY export /src/export
 COPY service /src/service
 COPY deploy/requirements.py /src/deploy/requirements.py
 
@@ -71,10 +73,13 @@ FROM gpu-base AS gpu
 COPY --from=gpu-build /opt/venv /opt/venv
 COPY deploy/healthcheck.py /app/healthcheck.py
 COPY models /app/models
+# the model cache (TRANSLATOR_MODELS): a volume mounted here starts out owned by the service's user
+RUN mkdir /cache && chown 10001:10001 /cache
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     TRANSLATOR_HOST=0.0.0.0 \
-    TRANSLATOR_MODEL_DIR=/app/models
+    TRANSLATOR_MODEL_DIR=/app/models \
+    TRANSLATOR_MODEL_CACHE=/cache
 WORKDIR /app
 USER 10001:10001
 EXPOSE 8000
@@ -85,10 +90,13 @@ FROM cpu-base AS cpu
 COPY --from=cpu-build /opt/venv /opt/venv
 COPY deploy/healthcheck.py /app/healthcheck.py
 COPY models /app/models
+# the model cache (TRANSLATOR_MODELS): a volume mounted here starts out owned by the service's user
+RUN mkdir /cache && chown 10001:10001 /cache
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     TRANSLATOR_HOST=0.0.0.0 \
-    TRANSLATOR_MODEL_DIR=/app/models
+    TRANSLATOR_MODEL_DIR=/app/models \
+    TRANSLATOR_MODEL_CACHE=/cache
 WORKDIR /app
 USER 10001:10001
 EXPOSE 8000

@@ -301,6 +301,17 @@ def hostile(results: list[dict]) -> list[Figure]:
     ]
 
 
+def cached_start(results: list[dict]) -> list[Figure]:
+    data = results[0]
+    plain, cached = data["medians"]["plain folder"], data["medians"]["cache (TRANSLATOR_MODELS)"]
+    return [
+        Figure("a second start from the model cache over the plain folder's, to /ready", times(cached / plain),
+               verdict("≤ 1.1×", cached <= 1.1 * plain)),
+        Figure("a second start from the model cache, to /ready", f"{cached:.1f} s", ""),
+        Figure("the same model from a plain folder, to /ready", f"{plain:.1f} s", ""),
+    ]
+
+
 def hostile_documents(results: list[dict]) -> list[Figure]:
     data = results[0]
     figures = []
@@ -465,6 +476,12 @@ QUESTIONS = [
         "SIGSTOP; the cost of the bounded HTTP protocol against httptools.",
         "the goals: every refusal a 503 with Retry-After, no other 5xx", ("hostile_load.json", "hostile.json"),
         hostile, CPU_SINCE,
+    ),
+    Question(
+        "A second start from the model cache",
+        "An Argos Translate package named in TRANSLATOR_MODELS, pulled once; then the time from start to /ready, "
+        "served from the cache, against the same model served from a plain folder (medians of the rounds).",
+        "the goal: within 1.1× the plain folder's time", ("cached-start.json",), cached_start,
     ),
     Question(
         "Hostile documents",

@@ -96,6 +96,9 @@ class ModelConfig:
     # add_source_eos); OpenNMT-py's, as Argos Translate's, read their sources without either.
     source_bos: bool = False
     source_eos: bool = True
+    # An Argos Translate package whose translations start with a target prefix (a token that CTranslate2 is given
+    # as target_prefix, and Argos Translate drops): decoding is forced to begin with its id. None for other models.
+    target_prefix: int | None = None
 
     @property
     def d_head(self) -> int:
@@ -148,10 +151,13 @@ class ModelConfig:
         prefix, suffix = [self.bos_id] * self.source_bos + prefix, [self.eos_id] * self.source_eos
         return [[*prefix, *ids[: self.max_len - len(prefix) - len(suffix)], *suffix] for ids in token_ids]
 
-    def forced_token(self, target: str) -> int | None:
+    def forced_token(self, target: str | None) -> int | None:
         """The token that decoding is forced to begin with after bos_id (core.search.SearchOptions.forced_token): a
-        many-to-many model's target language token, as transformers' forced_bos_token_id; None for other models."""
-        return self.language_tokens[target] if self.language_tokens else None
+        many-to-many model's token of the target language asked for, as transformers' forced_bos_token_id, or a
+        target prefix; None for other models."""
+        if self.language_tokens:
+            return self.language_tokens[target] if target else None
+        return self.target_prefix
 
 
 @dataclass

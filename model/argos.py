@@ -13,9 +13,12 @@ A model folder gets model.pt (model.ctranslate2_model: our Transformer with the 
 the tokenizer files core.tokenizer.ARGOS_FILES: the package's sentencepiece.model, and vocabulary.json, the
 CTranslate2 vocabulary with the ids of its special tokens. Argos Translate gives CTranslate2 a sentence's
 SentencePiece pieces as its tokens (argostranslate/tokenizer.py, translate.py); core.tokenizer.ArgosTokenizer maps
-the same pieces through that vocabulary. Refused, with the reason: packages of another kind than "translate", of a
-BPE tokenizer (bpe.model: Moses and subword-nmt), whose translations start with a target prefix (metadata.json's
-target_prefix), and models that ours cannot run (model.ctranslate2_model.unsupported).
+the same pieces through that vocabulary. Packages that Locomotive makes from OPUS-MT models (CTranslate2's Marian
+conversion: a zero start embedding) convert too (model.ctranslate2_model.zero_start), and so do packages whose
+translations start with a target prefix (metadata.json's target_prefix: one token, which decoding is forced to
+begin with and translations leave out, ModelConfig.target_prefix). Refused, with the reason: packages of another
+kind than "translate", of a BPE tokenizer (bpe.model: Moses and subword-nmt), and models that ours cannot run
+(model.ctranslate2_model.unsupported).
 """
 
 from __future__ import annotations
@@ -32,8 +35,10 @@ from pathlib import Path
 import torch
 
 from core.folder import ModelConfig, pair_name
+from core.model_cache import replacing
 from core.tokenizer import ARGOS_FILES
 from model.ctranslate2_model import CTranslate2Model, read_model, to_transformer
+from model.out_folder import export as export_graphs
 from model.transformer import Transformer
 
 PACKAGES_DIR = Path.home() / ".local/share/argos-translate/packages"  # where argostranslate installs them
@@ -85,18 +90,17 @@ def package_problems(folder: Path, metadata: dict) -> list[str]:
             not has_sentencepiece and (folder / "bpe.model").is_file()
         ),
         f"no {SENTENCEPIECE}": not has_sentencepiece and not (folder / "bpe.model").is_file(),
-        f"a target prefix ({metadata.get('target_prefix')!r}) that every translation starts with: ours starts "
-        "from the decoder's start token alone": bool(metadata.get("target_prefix")),
     }
     return [reason for reason, applies in checks.items() if applies]
 
 
 def vocabulary(ct2: CTranslate2Model, cfg: ModelConfig) -> dict:
     """vocabulary.json (core.tokenizer.ArgosTokenizer): the tokens in id order, <unk>'s id, and the ids of the
-    special tokens, which translations leave out."""
+    special tokens, which translations leave out (a target prefix too, as Argos Translate drops it)."""
     tokens = ct2.target_vocabulary
     bos = ct2.config.get("bos_token")
     special = {cfg.pad_id, cfg.unk_id, cfg.bos_id, cfg.eos_id} | ({tokens.index(bos)} if bos in tokens else set())
+    special |= set() if cfg.target_prefix is None else {cfg.target_prefix}
     return {"tokens": tokens, "unk_id": cfg.unk_id, "special_ids": sorted(special)}
 
 
@@ -107,6 +111,11 @@ def convert_package(folder: Path, metadata: dict, out: Path) -> Transformer:
         raise ValueError(f"{folder} cannot be converted: it has " + "; ".join(problems))
     ct2 = read_model(folder / "model")
     model = to_transformer(ct2, metadata["from_code"], metadata["to_code"])
+    if prefix := metadata.get("target_prefix"):
+        if prefix not in ct2.target_vocabulary:
+            raise ValueError(f"{folder} cannot be converted: it has a target prefix {prefix!r} that is not a token "
+                             "of its vocabulary")
+        model.cfg.target_prefix = ct2.target_vocabulary.index(prefix)
     out.mkdir(parents=True, exist_ok=True)
     torch.save({"config": model.cfg.to_dict(), "model": model.state_dict()}, out / "model.pt")
     shutil.copy(folder / SENTENCEPIECE, out / ARGOS_FILES["sentencepiece"])
@@ -115,10 +124,11 @@ def convert_package(folder: Path, metadata: dict, out: Path) -> Transformer:
     return model
 
 
-def convert_packages(path: Path, out: Path) -> int:
+def convert_packages(path: Path, out: Path, force: bool = False, export: list[str] | None = None) -> int:
     """python -m model.convert for Argos Translate: the package `path` into the model folder `out`, or every
-    translation package of the folder `path` into out/<from>-<to>; prints each result, and the reasons of those
-    refused. Returns the exit status: 0, or 2 where a package was refused."""
+    translation package of the folder `path` into out/<from>-<to> (a folder that holds another model is refused
+    unless `force`; each exported in the precisions of `export`, if given); prints each result, and the reasons of
+    those refused. Returns the exit status: 0, or 2 where a package was refused."""
     packages = package_paths(path)
     one = packages == [path]
     written: set[Path] = set()
@@ -133,13 +143,16 @@ def convert_packages(path: Path, out: Path) -> int:
                 target = out if one else out / pair_name(metadata["from_code"], metadata["to_code"])
                 if target in written:
                     raise ValueError(f"{package} cannot be converted: {target} was written from another package")
-                model = convert_package(folder, metadata, target)
+                with replacing(target, force) as partial:
+                    model = convert_package(folder, metadata, partial)
+                    if export:
+                        export_graphs(partial, export)
         except ValueError as e:
             print(f"model.convert: {e}", file=sys.stderr)
             refused += 1
             continue
         written.add(target)
         print(f"{package} -> {target}: {model.num_parameters():,} parameters, {model.cfg}")
-    if written:
+    if written and not export:
         print("next, for each model folder: python -m export MODEL_DIR/model.pt --out MODEL_DIR")
     return 2 if refused else 0

@@ -3,7 +3,7 @@ M2M100ForConditionalGeneration), into a model folder of ours.
 
     python -m model.convert OPUS_MT_FOLDER --out MODEL_DIR [--src en] [--tgt de [fr ...]] [--target-token '>>deu<<']
     python -m model.convert NLLB_FOLDER --out MODEL_DIR [--languages en de fr ...]
-    python -m export MODEL_DIR/model.pt --out MODEL_DIR
+    python -m export MODEL_DIR/model.pt --out MODEL_DIR      or, in one: model.convert ... --export fp32 int8
     python -m model.convert ARGOS_PACKAGE --out MODEL_DIR     an Argos Translate package (LibreTranslate's models:
                                                               an .argosmodel file or an installed folder), or a
                                                               folder of them: model.argos
@@ -27,7 +27,8 @@ config:
                       (__fr__, fra_Latn): a source starts with its language's, and decoding is forced to begin with
                       the target's (transformers' forced_bos_token_id); the folder serves every pair among the
                       languages asked for (--languages en de fr), by the codes that clients send (en, zh, zt)
-A model that does not fit (separate embeddings, unscaled embeddings, ...) is refused with the reason.
+A model that does not fit (separate embeddings, unscaled embeddings, ...) is refused with the reason, and so is an
+--out folder that holds files already (another model), unless --force replaces it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import argparse
 import json
 import re
 import shutil
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -52,8 +54,10 @@ from transformers import (
 )
 
 from core.folder import ModelConfig
+from core.model_cache import replacing
 from core.tokenizer import FAIRSEQ_FILES, MARIAN_FILES, FairseqTokenizer
 from model.argos import convert_packages, package_paths
+from model.out_folder import export as export_graphs
 from model.transformer import Transformer
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # transformers' name -> ours
@@ -388,25 +392,39 @@ def main(argv: list[str] | None = None) -> None:
     m2m100 = p.add_argument_group("M2M100 / NLLB-200")
     m2m100.add_argument("--languages", nargs="+", help="the languages to serve, every pair among them: the codes "
                         "that clients send (en de zt) or the model's (eng_Latn) (default: all of the model's)")
+    p.add_argument("--force", action="store_true", help="replace the model in --out (without it, a folder that "
+                   "holds files is refused)")
+    p.add_argument("--export", nargs="+", choices=["fp32", "int8", "fp16"], metavar="PRECISION",
+                   help="also export the graphs (fp32 int8 fp16), as `python -m export` does: the folder is then "
+                   "ready to serve")
     args = p.parse_args(argv)
+    export = list(dict.fromkeys(["fp32", *args.export])) if args.export else None
     if package_paths(args.folder):  # LibreTranslate's models (model.argos)
         if args.src or args.tgt or args.target_token or args.languages:
             p.error("an Argos Translate package names its languages in metadata.json: give no language options")
-        if status := convert_packages(args.folder, args.out):
+        if status := convert_packages(args.folder, args.out, args.force, export):
             p.exit(status)
         return
     many_to_many = model_type(args.folder) == "m2m_100"
     if many_to_many and (args.src or args.tgt or args.target_token) or not many_to_many and args.languages:
         p.error("--src, --tgt and --target-token are for a Marian model, --languages for an M2M100 or NLLB-200 model")
     try:
-        if many_to_many:
-            model = convert_many_to_many(args.folder, args.out, args.languages)
-        else:
-            model = convert(args.folder, args.out, args.src, args.tgt, args.target_token)
+        with replacing(args.out, args.force) as partial:
+            if many_to_many:
+                model = convert_many_to_many(args.folder, partial, args.languages)
+            else:
+                model = convert(args.folder, partial, args.src, args.tgt, args.target_token)
+            if export:
+                export_graphs(partial, export)
     except ValueError as e:
         p.exit(2, f"model.convert: {e}\n")
+    except subprocess.CalledProcessError:
+        p.exit(2, "model.convert: the export failed (the lines above say why)\n")
     print(f"{args.out / 'model.pt'}: {model.num_parameters():,} parameters, {model.cfg}")
-    print(f"next: python -m export {args.out / 'model.pt'} --out {args.out}")
+    if export:
+        print(f"{args.out}: ready to serve ({' '.join(export)})")
+    else:
+        print(f"next: python -m export {args.out / 'model.pt'} --out {args.out}")
 
 
 if __name__ == "__main__":

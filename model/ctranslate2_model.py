@@ -28,7 +28,9 @@ How a TransformerSpec maps onto our Transformer (to_transformer):
   for a model without one ([sin | cos] of positions from 1), both kept as our position table ("table");
 - fused projections are split: self-attention's [q; k; v], cross-attention's q and [k; v];
 - special tokens by config.json: the decoder starts from decoder_start_token, sources take the bos and eos tokens
-  as add_source_bos and add_source_eos say; <blank> or <pad> pads the sources;
+  as add_source_bos and add_source_eos say; <blank> or <pad> pads the sources; a decoder that starts from a zero
+  embedding (start_from_zero_embedding: models converted from Marian, OPUS-MT's) starts from a <pad> appended to
+  the vocabulary, with a zero embedding, never generated (zero_start);
 - the vocabulary: one for both sides (shared_vocabulary, or equal source and target vocabularies), with the unknown
   token appended where it lacks one, as CTranslate2 does.
 Anything else in model.bin (relative positions, source features, gated feed-forward layers, ...) is refused.
@@ -57,6 +59,7 @@ ACTIVATIONS = {0: "relu", 2: "silu", 3: "gelu"}  # CTranslate2's (common_spec.Ac
 ACTIVATION_NAMES = {0: "relu", 1: "gelu (tanh)", 2: "swish", 3: "gelu", 4: "gelu (sigmoid)", 5: "tanh", 6: "sigmoid"}
 LAYER_NORM_EPSILON = 1e-5  # ours (torch.nn.LayerNorm's), and CTranslate2's when config.json sets none
 PAD_TOKENS = ("<blank>", "<pad>")  # OpenNMT's padding token, and fairseq's and Marian's
+ZERO_START = "<pad>"  # the token appended for a decoder that starts from a zero embedding (zero_start)
 GENERATED_POSITIONS = 1024  # rows of CTranslate2's own sinusoids kept: it reads sources of 1024 tokens at most
 # Parts of variable names that ours has no place for, and what they are
 UNKNOWN_PARTS = {
@@ -281,7 +284,18 @@ def read_model(directory: Path) -> CTranslate2Model:
                          "target_vocabulary (.json or .txt)")
     unk = ct2.config.get("unk_token", "<unk>")
     ct2.source_vocabulary, ct2.target_vocabulary = [tokens + [unk] * (unk not in tokens) for tokens in (source, target)]
+    if zero_start(ct2) and ZERO_START not in ct2.target_vocabulary:
+        ct2.source_vocabulary, ct2.target_vocabulary = (ct2.source_vocabulary + [ZERO_START],
+                                                        ct2.target_vocabulary + [ZERO_START])
     return ct2
+
+
+def zero_start(ct2: CTranslate2Model) -> bool:
+    """Whether the decoder's first step reads a zero embedding whatever the start token (start_from_zero_embedding:
+    CTranslate2's models converted from Marian, whose <pad> start token has a zero embedding). Ours starts from the
+    token ZERO_START appended to the vocabulary (read_model) with a zero embedding and an output bias of -inf, so
+    that it is never generated: the start and every other logit are CTranslate2's, as is Marian's own <pad>."""
+    return bool(ct2.attribute("decoder/start_from_zero_embedding", 0))
 
 
 # --- our Transformer ----------------------------------------------------------------------------------------------
@@ -375,7 +389,9 @@ def unsupported(ct2: CTranslate2Model) -> list[str]:
         f"embeddings scaled by {scales['encoder']} and {scales['decoder']} (None: not scaled): ours by "
         f"sqrt(d_model) = {sqrt_d:g}": scales["encoder"] != sqrt_d or scales["decoder"] != sqrt_d,
         "separate source and target vocabularies: ours shares one": ct2.source_vocabulary != vocabulary,
-        f"a vocabulary of {len(vocabulary)} tokens for {rows} embeddings": len(vocabulary) != rows,
+        f"a vocabulary of {len(vocabulary)} tokens for {rows} embeddings": len(vocabulary) != rows + zero_start(ct2),
+        f"a zero embedding at the first decoder step (start_from_zero_embedding) and a {ZERO_START} token of its "
+        "own": zero_start(ct2) and len(vocabulary) == rows,
         "separate source and target embeddings: ours shares one": not same_weight(
             ct2, encoder_embedding(ct2), "decoder/embeddings/weight"
         ),
@@ -385,9 +401,6 @@ def unsupported(ct2: CTranslate2Model) -> list[str]:
         "encoder and decoder positions that differ: ours shares one table": position_table(ct2, d_model) is None,
         "multi-query attention": bool(ct2.attribute("encoder/multi_query_attention", 0)),
         "ALiBi attention biases": bool(ct2.attribute("decoder/alibi", 0)),
-        "a zero embedding at the first decoder step (start_from_zero_embedding)": bool(
-            ct2.attribute("decoder/start_from_zero_embedding", 0)
-        ),
         f"LayerNorm epsilon {epsilon}: ours is {LAYER_NORM_EPSILON}": epsilon not in (None, LAYER_NORM_EPSILON),
         f"weights quantized as {config.get('quantization_type')} (quantization_type)": bool(
             config.get("quantization_type")
@@ -418,10 +431,10 @@ def model_config(ct2: CTranslate2Model, src_lang: str, tgt_lang: str) -> ModelCo
         pre_norm=bool(ct2.stack_attribute("decoder", "pre_norm", 1)),
         activation=ACTIVATIONS[ct2.stack_attribute("decoder", "activation", 0)],
         position_layout="table",
-        output_bias=ct2.has("decoder/projection/bias"),
+        output_bias=ct2.has("decoder/projection/bias") or zero_start(ct2),
         pad_id=vocabulary.index(next(t for t in PAD_TOKENS if t in vocabulary)),
         unk_id=vocabulary.index(config.get("unk_token", "<unk>")),
-        bos_id=vocabulary.index(config["decoder_start_token"]),
+        bos_id=len(vocabulary) - 1 if zero_start(ct2) else vocabulary.index(config["decoder_start_token"]),
         eos_id=vocabulary.index(config["eos_token"]),
         src_lang=src_lang,
         tgt_lang=tgt_lang,
@@ -443,9 +456,15 @@ def module_weights(ct2: CTranslate2Model, scope: str, modules: list[str]) -> dic
 
 def state_dict(ct2: CTranslate2Model, cfg: ModelConfig) -> dict[str, np.ndarray]:
     """Our weights, by our names, of a CTranslate2 model."""
-    state = {"embed.weight": ct2.weight("decoder/embeddings/weight"), "positions": position_table(ct2, cfg.d_model)}
+    embedding = ct2.weight("decoder/embeddings/weight")
+    state = {"embed.weight": embedding, "positions": position_table(ct2, cfg.d_model)}
     if cfg.output_bias:
-        state["output_bias"] = ct2.weight("decoder/projection/bias")
+        has_bias = ct2.has("decoder/projection/bias")
+        state["output_bias"] = ct2.weight("decoder/projection/bias") if has_bias else np.zeros(len(embedding),
+                                                                                                 np.float32)
+    if zero_start(ct2):  # ZERO_START's row: a zero embedding, never generated
+        state["embed.weight"] = np.concatenate([embedding, np.zeros((1, cfg.d_model), np.float32)])
+        state["output_bias"] = np.append(state["output_bias"], np.float32(-np.inf))
     for stack, parts in (("encoder", ENCODER_LAYER), ("decoder", DECODER_LAYER)):
         for i in range(cfg.n_layers):
             for scope, modules in parts.items():

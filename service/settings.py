@@ -22,6 +22,8 @@ CUDA_GRAPHS_MEMORY_MB = 2048  # TRANSLATOR_CUDA_GRAPHS_MEMORY_MB's default, Mode
 CUDA_GRAPHS_MAX_ROWS = 256  # TRANSLATOR_CUDA_GRAPHS_MAX_ROWS's default, ModelSessions' too
 
 SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "models"
+ARGOS_INDEX = "https://raw.githubusercontent.com/argosopentech/argospm-index/main/index.json"  # LibreTranslate's
+DEFAULT_MODEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mt-service" / "models"
 MAX_HTTP_WORKERS = 8
 
 
@@ -37,6 +39,24 @@ class Settings(BaseSettings):
         SHIPPED_MODELS,
         description="a model folder written by `python -m export`, or a folder of them: every language pair in it "
         "is served",
+    )
+    models: Annotated[list[str], NoDecode] = Field(
+        [], description="comma-separated models to serve besides `TRANSLATOR_MODEL_DIR`'s, fetched, converted and "
+        "exported into `TRANSLATOR_MODEL_CACHE` at the first start (later starts use the cache, without the network): "
+        "Argos Translate packages by pair (`en-de`), Hugging Face models by repository (`Helsinki-NLP/opus-mt-en-de`, "
+        "`facebook/nllb-200-distilled-600M:en,de,fr`, `REPO@REVISION`); see `python -m model.pull --help`. Where two "
+        "models serve one pair, the first named serves it, and these before `TRANSLATOR_MODEL_DIR`'s"
+    )
+    models_required: bool = Field(
+        False, description="refuse to start when one of `TRANSLATOR_MODELS` cannot be made; `false`: it is logged "
+        "in one line and the service starts with the others"
+    )
+    model_cache: Path = Field(
+        DEFAULT_MODEL_CACHE, description="where `TRANSLATOR_MODELS` are kept (`python -m model.pull --list`, "
+        "`--remove`); replicas may share it"
+    )
+    argos_index: str = Field(
+        ARGOS_INDEX, description="the Argos Translate package index that `TRANSLATOR_MODELS`' pairs are found in"
     )
     host: str = Field("127.0.0.1", description="address to listen on; `0.0.0.0` in a container")
     port: int = Field(8000, description="port to listen on")
@@ -213,7 +233,7 @@ class Settings(BaseSettings):
     )
     log_level: str = Field("info", description="log level of the service's processes and of uvicorn")
 
-    @field_validator("api_keys", "cors_origins", "allowed_hosts", mode="before")
+    @field_validator("api_keys", "cors_origins", "allowed_hosts", "models", mode="before")
     @classmethod
     def split_commas(cls, value: str | list[str]) -> list[str]:
         if isinstance(value, str):
@@ -226,6 +246,7 @@ class Settings(BaseSettings):
 # Defaults whose value would not help a reader of the table.
 SHOWN_DEFAULTS = {
     "model_dir": "`models` (shipped)",
+    "model_cache": "`$XDG_CACHE_HOME/mt-service/models` (`~/.cache/...`)",
     "http_workers": f"one per core, at most {MAX_HTTP_WORKERS}",
 }
 # The settings that `python -m service` also takes as flags (service/__main__.py).

@@ -21,13 +21,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
-from core.folder import model_folders
 from core.search import Hypothesis, SearchOptions
 from service.engine.batcher import Batcher
 from service.engine.config import EngineConfig
 from service.engine.memory import resident_bytes
 from service.engine.runner import ModelRunner
 from service.metrics import Metrics
+from service.models import served_folders
 from service.protocol import EngineStalled, PairInfo, Phase, ShuttingDown
 from service.settings import Settings
 
@@ -85,15 +85,13 @@ class Engine:
         """Nothing: in this process the models load in start(), while /health answers."""
 
     async def start(self) -> None:
-        """Load every model folder (in a thread: the event loop keeps answering), then start one runner per folder:
-        the pairs of a multi-target model share its batcher, their sentences its running batch."""
-        for folder in model_folders(self.settings.model_dir):
+        """Load every model folder (service.models: named ones pulled first; in a thread: the event loop keeps
+        answering), then start one runner per folder: the pairs of a multi-target model share its batcher, their
+        sentences its running batch."""
+        for folder in await asyncio.to_thread(served_folders, self.settings):
             pairs, runner = await asyncio.to_thread(self.loader, folder, self.settings, self.metrics)
-            for pair in pairs:
-                if pair.name in self.routes:
-                    raise ValueError(f"two model folders translate {pair.name}: {self.pair(pair.name).folder} and "
-                                     f"{folder}")
-                self.routes[pair.name] = runner
+            pairs = [pair for pair in pairs if pair.name not in self.routes]  # the first folder serves a pair
+            self.routes |= {pair.name: runner for pair in pairs}
             self.pairs += pairs
             self.runners.append(runner)
         for runner in self.runners:

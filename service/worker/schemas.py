@@ -109,9 +109,19 @@ class ReadyBody(BaseModel):
     models: list[ServedModel]
 
 
+class PullProgress(BaseModel):
+    """A TRANSLATOR_MODELS entry being made while the service starts (model.cache.ModelCache.report)."""
+
+    entry: str
+    stage: str  # download, convert, export
+    done: int  # bytes (files, from the hub) done, of total (0: unknown)
+    total: int
+
+
 class HealthBody(BaseModel):
     status: str
     version: str  # the service's release (pyproject.toml's version)
+    pulling: PullProgress | None = None  # while the models load (/ready 503): a named model being fetched or made
 
 
 class LanguageRef(BaseModel):

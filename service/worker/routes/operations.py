@@ -6,17 +6,22 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from core.model_cache import ModelCache
 from service import __version__
+from service.protocol import Phase
 from service.worker.dependencies import PipelineNow, state
-from service.worker.schemas import ErrorBody, HealthBody, ReadyBody, ServedModel
+from service.worker.schemas import ErrorBody, HealthBody, PullProgress, ReadyBody, ServedModel
 
 router = APIRouter()
 
 
-@router.get("/health", response_model=HealthBody)
-async def health() -> HealthBody:
-    """The process is alive, and which release answers."""
-    return HealthBody(status="ok", version=__version__)
+@router.get("/health", response_model=HealthBody, response_model_exclude_none=True)
+async def health(request: Request) -> HealthBody:
+    """The process is alive, which release answers, and while the models load, what a named model's pull is doing
+    (TRANSLATOR_MODELS)."""
+    s = state(request)
+    pulling = ModelCache(s.settings.model_cache).progress() if s.phase is Phase.LOADING else None
+    return HealthBody(status="ok", version=__version__, pulling=pulling and PullProgress.model_validate(pulling))
 
 
 @router.get("/ready", response_model=ReadyBody, responses={503: {"model": ErrorBody}})
