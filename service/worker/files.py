@@ -17,7 +17,7 @@ from pathlib import Path, PurePath
 from urllib.parse import quote
 from uuid import uuid4
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from service.store import Store
@@ -86,7 +86,7 @@ class TranslatedFiles:
                 session.add(KeptFile(token=token, name=name, owner=owner, size=len(content), created=created,
                                      expires=created + self.retention))
                 session.flush()
-                gone = self.evict(session, owner, created)
+                gone = self.evict(session, owner, created, token)
         except BaseException:
             shutil.rmtree(self.folder / token, ignore_errors=True)
             raise
@@ -94,18 +94,18 @@ class TranslatedFiles:
             shutil.rmtree(self.folder / old, ignore_errors=True)  # another worker may be removing it too
         return token
 
-    def evict(self, session: Session, owner: str, now: datetime) -> list[str]:
+    def evict(self, session: Session, owner: str, now: datetime, newest: str) -> list[str]:
         """Forget the files past their retention (a batch of anyone's) and the owner's oldest beyond the budget (the
         newest stays, whatever its size); their tokens."""
-        expired = list(session.scalars(select(KeptFile.token).where(KeptFile.expires <= now).limit(EXPIRED_BATCH)))
-        kept, over = 0, []
-        newest_first = session.execute(select(KeptFile.token, KeptFile.size).where(KeptFile.owner == owner)
-                                       .order_by(KeptFile.created.desc(), KeptFile.token))
-        for token, size in newest_first:
-            kept += size
-            if kept > self.budget and kept > size:
-                over.append(token)
-        gone = [*expired, *over]
+        gone = list(session.scalars(select(KeptFile.token).where(KeptFile.expires <= now).limit(EXPIRED_BATCH)))
+        total = session.scalar(select(func.sum(KeptFile.size)).where(KeptFile.owner == owner)) or 0
+        oldest_first = select(KeptFile.token, KeptFile.size).where(KeptFile.owner == owner, KeptFile.token != newest)
+        for token, size in session.execute(oldest_first.order_by(KeptFile.created, KeptFile.token)) \
+                if total > self.budget else ():
+            if total <= self.budget:
+                break
+            gone.append(token)
+            total -= size
         if gone:
             session.execute(delete(KeptFile).where(KeptFile.token.in_(gone)))
         return gone
