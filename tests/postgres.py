@@ -54,9 +54,9 @@ class Postgres:
         self.psql(f'CREATE DATABASE "{name}"')
         return self.url.rsplit("/", 1)[0] + f"/{name}"
 
-    def psql(self, sql: str) -> str:
-        command = [str(bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-At", "-c",
-                   sql]
+    def psql(self, sql: str, database: str = "postgres") -> str:
+        command = [str(bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-d", database,
+                   "-At", "-c", sql]
         return subprocess.run(command, check=True, capture_output=True, text=True, timeout=60).stdout
 
 
