@@ -57,7 +57,9 @@ COPY models /app/models
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     TRANSLATOR_HOST=0.0.0.0 \
-    TRANSLATOR_MODEL_DIR=/app/models
+    TRANSLATOR_MODEL_DIR=/app/models \
+    TRANSLATOR_DATA_DIR=/data
+RUN mkdir /data && chown 10001:10001 /data
 WORKDIR /app
 USER 10001:10001
 EXPOSE 8000
@@ -71,7 +73,9 @@ COPY models /app/models
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     TRANSLATOR_HOST=0.0.0.0 \
-    TRANSLATOR_MODEL_DIR=/app/models
+    TRANSLATOR_MODEL_DIR=/app/models \
+    TRANSLATOR_DATA_DIR=/data
+RUN mkdir /data && chown 10001:10001 /data
 WORKDIR /app
 USER 10001:10001
 EXPOSE 8000

@@ -36,9 +36,6 @@ def store_url(settings: Settings) -> str:
 def sqlite_engine(url: str) -> Engine:
     """SQLite with WAL (readers do not wait for the writer) and every transaction taking the write lock at once
     (BEGIN IMMEDIATE: two processes never deadlock upgrading a read to a write; they wait BUSY_TIMEOUT_S)."""
-    path = make_url(url).database
-    if path and path != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
 
     @event.listens_for(engine, "connect")
@@ -86,6 +83,8 @@ class Store:
             if self.migrated:
                 return
             try:
+                if self.dialect == "sqlite" and (path := self.engine.url.database) not in (None, "", ":memory:"):
+                    Path(path).parent.mkdir(parents=True, exist_ok=True)
                 with self.engine.begin() as connection:
                     if self.dialect == "postgresql":
                         connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK})
@@ -97,7 +96,7 @@ class Store:
 
                 with Session(self.engine) as session, session.begin():
                     import_keys(session, self.api_keys)
-            except DBAPIError as error:
+            except (DBAPIError, OSError) as error:
                 raise StoreUnavailable(describe(error)) from error
             self.migrated = True
 
@@ -116,6 +115,7 @@ class Store:
         self.engine.dispose()
 
 
-def describe(error: DBAPIError) -> str:
+def describe(error: DBAPIError | OSError) -> str:
     """The driver's first line, without SQLAlchemy's statement and parameters."""
-    return str(error.orig).strip().splitlines()[0] if error.orig is not None else str(error)
+    orig = getattr(error, "orig", None) or error
+    return (str(orig).strip().splitlines() or [type(orig).__name__])[0]
