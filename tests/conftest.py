@@ -7,7 +7,7 @@ from uuid import uuid4
 
 import pytest
 
-from tests.postgres import running_postgres
+from bench.common.postgres import running_postgres
 
 # Written for these tests: short English-German pairs with umlauts, ß, punctuation and a question.
 PAIRS = (
@@ -121,7 +121,7 @@ def tiny_models_dir(tmp_path_factory, tiny_spm: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def postgres():
-    """Debian's PostgreSQL on loopback for this test session (tests/postgres.py)."""
+    """Debian's PostgreSQL on loopback for this test session (bench/common/postgres.py)."""
     with running_postgres() as server:
         yield server
 

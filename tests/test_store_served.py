@@ -1,5 +1,5 @@
 """Keys, limits, usage and files as clients meet them, on the service's processes with stand-in models
-(service.testing), their store SQLite or the tests' PostgreSQL (tests/postgres.py)."""
+(service.testing), their store SQLite or the tests' PostgreSQL (bench/common/postgres.py)."""
 
 from __future__ import annotations
 
@@ -8,30 +8,20 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 import pytest
 
-from bench.common.defaults import MODEL_DIR, REPO
-from service.launch import RunningService, free_port, running_server, service_env
+from bench.common.defaults import REPO
+from bench.common.postgres import Postgres
+from bench.serving.exact_limits import by_window, running_stand_in, windowed_answers
+from service.launch import RunningService
 from tests.client import assert_error, metrics
-from tests.postgres import Postgres
 
 STORE_DOWN = "The store of keys, limits and files is unavailable"
-
-
-@contextmanager
-def stand_in(folder: Path, name: str, **settings: object) -> Iterator[RunningService]:
-    """`python -m service` with stand-in models (2 HTTP workers), its data folder folder/data unless told."""
-    port = free_port()
-    values = {"data_dir": folder / "data", "http_workers": 2, "log_level": "warning", **settings}
-    command = [sys.executable, "-m", "bench.serving.frontend", "--serve-stand-in"]
-    with running_server(command, port, folder / f"{name}.log", service_env(MODEL_DIR, port, values), REPO) as server:
-        yield server
 
 
 def keys_command(*args: str, **settings: object) -> subprocess.CompletedProcess:
@@ -58,7 +48,7 @@ def post(url: str, key: str | None = None, q: str = "Hello world", **headers: st
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningService, Path]]:
     folder = tmp_path_factory.mktemp("keyed")
-    with stand_in(folder, "keyed", api_keys="k1") as server:
+    with running_stand_in(folder, "keyed", api_keys="k1") as server:
         yield server, folder / "data"
 
 
@@ -126,7 +116,7 @@ def test_a_malformed_limit_gets_one_clear_line(tmp_path: Path):
 
 
 def test_anonymous_limits_count_the_client_a_trusted_proxy_names(tmp_path: Path):
-    with stand_in(tmp_path, "anonymous", anonymous_req_limit=2, trusted_proxies="127.0.0.1") as server:
+    with running_stand_in(tmp_path, "anonymous", anonymous_req_limit=2, trusted_proxies="127.0.0.1") as server:
         def status(forwarded: str, local: str = "127.0.0.1") -> int:
             with httpx.Client(transport=httpx.HTTPTransport(local_address=local)) as client:
                 fields = {"q": "Hi", "source": "en", "target": "de"}
@@ -146,8 +136,9 @@ def test_anonymous_limits_count_the_client_a_trusted_proxy_names(tmp_path: Path)
 
 def test_an_unreachable_store_leaves_what_needs_none_served(tmp_path: Path):
     down = "postgresql+psycopg://postgres@127.0.0.1:1/nothing"
-    with stand_in(tmp_path, "plain", store_url=down) as plain, stand_in(tmp_path, "keyed", store_url=down,
-                                                                          api_keys="k1") as keyed:
+    with ExitStack() as stack:
+        plain = stack.enter_context(running_stand_in(tmp_path, "plain", store_url=down))
+        keyed = stack.enter_context(running_stand_in(tmp_path, "keyed", store_url=down, api_keys="k1"))
         assert post(plain.url).json() == {"translatedText": "hello world"}
         files = {"file": ("story.txt", b"A story")}
         answer = httpx.post(plain.url + "/translate_file", data={"source": "en", "target": "de"}, files=files)
@@ -157,10 +148,10 @@ def test_an_unreachable_store_leaves_what_needs_none_served(tmp_path: Path):
 
 
 def test_translated_files_survive_a_restart(tmp_path: Path):
-    with stand_in(tmp_path, "before") as server:
+    with running_stand_in(tmp_path, "before") as server:
         url = translate_file(server.url)
         path = url.split("/download_file/", 1)[1]
-    with stand_in(tmp_path, "after") as server:
+    with running_stand_in(tmp_path, "after") as server:
         assert httpx.get(f"{server.url}/download_file/{path}").text == "a story"
 
 
@@ -177,7 +168,7 @@ def replicas(postgres: Postgres, tmp_path_factory: pytest.TempPathFactory) -> It
     settings = {"store_url": postgres.database("replicas"), "data_dir": folder / "data", "require_api_keys": "true",
                 "limit_window_s": WINDOW_S}
     with ExitStack() as stack:
-        servers = [stack.enter_context(stand_in(folder, f"replica-{i}", **settings)) for i in range(2)]
+        servers = [stack.enter_context(running_stand_in(folder, f"replica-{i}", **settings)) for i in range(2)]
         yield [s.url for s in servers], settings
 
 
@@ -194,33 +185,12 @@ def test_a_key_made_on_one_instance_works_on_the_other_and_is_counted_once(repli
 
 
 def test_exactly_the_limit_is_accepted_in_each_window_across_instances_and_workers(replicas):
-    """16 clients with one key, half on each instance, for 3 windows: requests are sent in the first half of a
-    window alone, and each is answered within it, so that each answer belongs to the window it was sent in."""
+    """16 clients with one key, half on each instance, for 3 windows (bench.serving.exact_limits measures it over
+    3 minutes): each window accepts exactly the limit and refuses the rest."""
     (a, b), settings = replicas
     key = new_key("exact", "--req-limit", str(LIMIT), **settings)
-    first = (int(time.time()) // WINDOW_S + 1) * WINDOW_S
-    answers: list[tuple[float, float, int]] = []
-
-    def client(url: str) -> None:
-        with httpx.Client(timeout=30) as http:
-            while (now := time.time()) < first + 3 * WINDOW_S:
-                if now < first or not 0.1 < now % WINDOW_S < WINDOW_S / 2:
-                    time.sleep(0.01)
-                    continue
-                fields = {"q": "Hi", "source": "en", "target": "de", "api_key": key}
-                status = http.post(url + "/translate", json=fields).status_code
-                answers.append((now, time.time(), status))
-
-    threads = [threading.Thread(target=client, args=(url,)) for url in [a, b] * 8]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert all(sent // WINDOW_S == answered // WINDOW_S for sent, answered, _ in answers)
-    by_window = Counter((int(sent // WINDOW_S), status) for sent, _, status in answers)
-    windows = [first // WINDOW_S + i for i in range(3)]
-    assert [by_window[w, 200] for w in windows] == [LIMIT] * 3, by_window
-    assert all(by_window[w, 429] > 0 for w in windows), by_window  # each window was asked for more than the limit
+    windows = by_window(windowed_answers([a, b], key, WINDOW_S, 3, 16), WINDOW_S)
+    assert [(c[200], c[429] > 0, len(c)) for c in windows.values()] == [(LIMIT, True, 2)] * 3, windows
 
 
 def test_a_postgresql_restart_under_load_fails_cleanly_and_recovers(replicas, postgres: Postgres):

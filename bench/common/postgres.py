@@ -1,5 +1,5 @@
-"""Debian's PostgreSQL on loopback, in a folder of its own, for the tests of the store (`make system-deps` installs
-it). The tests run as root, which PostgreSQL refuses to run as: then its commands run as the postgres user."""
+"""Debian's PostgreSQL on loopback, in a folder of its own, for the store's tests and benchmarks (`make
+system-deps` installs it). As root, which PostgreSQL refuses to run as, its commands run as the postgres user."""
 
 from __future__ import annotations
 
