@@ -10,7 +10,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
@@ -58,6 +58,17 @@ def server_engine(url: str) -> Engine:
                          connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
 
 
+def alembic_config(connection: Connection) -> Config:
+    """Alembic's configuration for migrations/ on `connection`. A new revision (on a store at head):
+    `command.revision(alembic_config(connection), "what it adds", autogenerate=True, rev_id="0002")`, which names
+    its file r0002_what_it_adds.py (a module name may not start with a digit)."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("file_template", "r%%(rev)s_%%(slug)s")
+    config.attributes["connection"] = connection
+    return config
+
+
 class Store:
     def __init__(self, url: str, api_keys: list[str] | tuple[str, ...] = ()):
         """`api_keys` (TRANSLATOR_API_KEYS) are imported as keys without limits once the schema is migrated."""
@@ -88,10 +99,7 @@ class Store:
                 with self.engine.begin() as connection:
                     if self.dialect == "postgresql":
                         connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK})
-                    config = Config()
-                    config.set_main_option("script_location", str(MIGRATIONS))
-                    config.attributes["connection"] = connection
-                    command.upgrade(config, "head")
+                    command.upgrade(alembic_config(connection), "head")
                 from service.store.keys import import_keys  # keys.py builds on this module
 
                 with Session(self.engine) as session, session.begin():

@@ -1,5 +1,6 @@
-"""The store's tables (SQLAlchemy's declarative models). A new table is a class here on Base and a migration in
-migrations/versions/ (`alembic revision` with service/store/migrations as its script location)."""
+"""The store's tables (SQLAlchemy's declarative models). A new table is a class on Base (here, or in a module of its
+own imported here) and a migration in migrations/versions/ (service.store.database.alembic_config says how to make
+one)."""
 
 from __future__ import annotations
 
