@@ -214,7 +214,7 @@ class Settings(BaseSettings):
     store_url: str = Field(
         "", description="SQLAlchemy URL of the store of keys, limits' counters, usage and files' owners; empty: "
         "SQLite in `TRANSLATOR_DATA_DIR`; `postgresql+psycopg://user:password@host/db` for replicas, which "
-        "share it. Migrated at start"
+        "share it. Migrated at start (when keys or limits are on; else when first needed)"
     )
     anonymous_req_limit: int = Field(
         0, ge=0, description="requests a minute from one address without a key (0: no limit); over it 429 with "
