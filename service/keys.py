@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from service.settings import Settings
 from service.store import Store, StoreUnavailable
-from service.store.keys import Limits, add_key, all_keys, named_keys, revoke, totals, usage
+from service.store.keys import Limits, add_key, all_keys, last_uses, named_keys, revoke, totals, usage
 from service.store.tables import ApiKey
 
 
@@ -62,10 +62,10 @@ def shown(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def describe(row: ApiKey) -> str:
+def describe(row: ApiKey, last_used: datetime | None) -> str:
     limits = f"{shown(row.req_limit)}/min {shown(row.daily_req_limit)}/day {shown(row.monthly_char_limit)} chars/month"
     state = f"revoked {when(row.revoked)}" if row.revoked else "active"
-    return f"{row.id}\t{row.name}\t{limits}\tcreated {when(row.created)}\tlast used {when(row.last_used)}\t{state}"
+    return f"{row.id}\t{row.name}\t{limits}\tcreated {when(row.created)}\tlast used {when(last_used)}\t{state}"
 
 
 def run(args: argparse.Namespace, store: Store) -> int:
@@ -76,8 +76,9 @@ def run(args: argparse.Namespace, store: Store) -> int:
             print(f"made key {row.id} ({row.name}): it is shown this once", file=sys.stderr)
             return 0
         if args.command == "list":
+            used = last_uses(session)
             for row in all_keys(session):
-                print(describe(row))
+                print(describe(row, used.get(row.id)))
             return 0
         rows = named_keys(session, args.key) if args.key else []
         if args.key and not rows:
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace, store: Store) -> int:
         if args.command == "remove":
             for row in rows:
                 revoke(session, row)
-                print(f"revoked {describe(row)}")
+                print(f"revoked {describe(row, last_uses(session).get(row.id))}")
             return 0
         since = datetime.now(UTC).date() - timedelta(days=args.days - 1)
         if rows:

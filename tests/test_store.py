@@ -13,9 +13,20 @@ import pytest
 from sqlalchemy import inspect, select, text
 
 from service.store import Store, StoreUnavailable
-from service.store.keys import IMPORTED, Limits, add_key, all_keys, find_key, record_use, revoke, totals, usage
+from service.store.keys import (
+    IMPORTED,
+    Limits,
+    add_key,
+    all_keys,
+    find_key,
+    last_uses,
+    record_use,
+    revoke,
+    totals,
+    usage,
+)
 from service.store.limits import Limit, Window, count, fixed_window, month_window, take
-from service.store.tables import ApiKey, Counter, KeptFile
+from service.store.tables import Counter, KeptFile
 from service.worker.files import TranslatedFiles
 
 
@@ -77,7 +88,7 @@ def test_exactly_the_limit_is_taken_by_many_connections_at_once(store_url: str):
         taken = 0
         for _ in range(50):
             with store.transaction() as session:
-                taken += take(session, "ip:10.0.0.1", limit, 1)
+                taken += take(session, "ip:10.0.0.1", [(limit, 1)]) is None
         return taken
 
     with ThreadPoolExecutor(8) as pool:
@@ -95,8 +106,8 @@ def test_a_request_over_one_limit_takes_nothing_from_the_others(store: Store):
     def request(characters: int) -> bool:
         try:
             with store.transaction() as session:
-                if not (take(session, "key:1", minute, 1) and take(session, "key:1", chars, characters)):
-                    raise LookupError
+                if take(session, "key:1", [(minute, 1), (chars, characters)]):
+                    raise LookupError  # refused: the transaction rolls back
             return True
         except LookupError:
             return False
@@ -104,7 +115,7 @@ def test_a_request_over_one_limit_takes_nothing_from_the_others(store: Store):
     assert [request(60), request(60), request(40), request(1)] == [True, False, True, False]
     with store.transaction() as session:
         assert (count(session, "key:1", minute), count(session, "key:1", chars)) == (2, 100)
-        assert take(session, "key:1", chars, 5, within=False)  # what a document used, once known
+        assert take(session, "key:1", [(chars, 5)], within=False) is None  # a document's, once known
         assert count(session, "key:1", chars) == 105
 
 
@@ -116,9 +127,10 @@ def test_windows(store: Store):
     december = datetime(2027, 12, 31, tzinfo=UTC).timestamp()
     assert month_window(december).ends == int(datetime(2028, 1, 1, tzinfo=UTC).timestamp())
     with store.transaction() as session:  # a new window starts from nothing
-        assert take(session, "ip:a", Limit("minute", 1, Window(0, 60)), 1)
-        assert not take(session, "ip:a", Limit("minute", 1, Window(0, 60)), 1)
-        assert take(session, "ip:a", Limit("minute", 1, Window(60, 120)), 1)
+        first, then = Limit("minute", 1, Window(0, 60)), Limit("minute", 1, Window(60, 120))
+        assert take(session, "ip:a", [(first, 1)]) is None
+        assert take(session, "ip:a", [(first, 1)]) == first
+        assert take(session, "ip:a", [(then, 1)]) is None
 
 
 def test_usage_is_counted_by_key_and_day(store: Store):
@@ -126,13 +138,15 @@ def test_usage_is_counted_by_key_and_day(store: Store):
         a, _ = add_key(session, "a", Limits())
         b, _ = add_key(session, "b", Limits())
         for characters in (10, 20, 30):
-            record_use(session, a, characters)
-        record_use(session, b, 7)
+            record_use(session, a.id, 1, characters)
+        record_use(session, b.id, 1, 7)
+        record_use(session, b.id, 0, 3)  # a document's characters, once known
     today = datetime.now(UTC).date()
     with store.transaction() as session:
         assert [(u.day, u.requests, u.characters) for u in usage(session, a.id, today)] == [(today, 3, 60)]
-        assert totals(session, today - timedelta(days=30)) == {a.id: (3, 60), b.id: (1, 7)}
-        assert session.get(ApiKey, a.id).last_used is not None
+        assert totals(session, today - timedelta(days=30)) == {a.id: (3, 60), b.id: (1, 10)}
+        assert set(last_uses(session)) == {a.id, b.id}
+        assert datetime.now(UTC) - last_uses(session)[a.id] < timedelta(minutes=1)
 
 
 def test_an_unreachable_store_says_so_at_once():
@@ -202,6 +216,6 @@ def test_a_file_is_not_kept_when_the_store_is_unavailable(tmp_path: Path):
 def test_counters_of_ended_windows_are_swept(store: Store, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr("service.store.limits.SWEEP_CHANCE", 1.0)
     with store.transaction() as session:
-        take(session, "ip:a", Limit("minute", 5, Window(0, 60)), 1)
-        take(session, "ip:a", Limit("minute", 5, Window(60, 120)), 1)
+        take(session, "ip:a", [(Limit("minute", 5, Window(0, 60)), 1)])
+        take(session, "ip:a", [(Limit("minute", 5, Window(60, 120)), 1)])
         assert session.scalars(select(Counter.start)).all() == [60]

@@ -8,10 +8,10 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import Date, bindparam, func, select, text
 from sqlalchemy.orm import Session
 
-from service.store.tables import ApiKey, Usage
+from service.store.tables import ApiKey, Usage, UtcDateTime
 from service.store.upsert import insert
 
 KEY_BYTES = 32
@@ -56,6 +56,24 @@ def find_key(session: Session, key: str) -> ApiKey | None:
     return session.scalars(select(ApiKey).where(ApiKey.digest == digest(key))).one_or_none()
 
 
+@dataclass(frozen=True)
+class KeyCheck:
+    """What a request needs of its key (read without the ORM: this is every request's path)."""
+
+    id: int
+    revoked: datetime | None
+    limits: Limits
+
+
+CHECK_KEY = select(ApiKey.id, ApiKey.revoked, ApiKey.req_limit, ApiKey.daily_req_limit,
+                   ApiKey.monthly_char_limit).where(ApiKey.digest == bindparam("digest"))
+
+
+def check_key(session: Session, key: str) -> KeyCheck | None:
+    row = session.execute(CHECK_KEY, {"digest": digest(key)}).one_or_none()
+    return None if row is None else KeyCheck(row[0], row[1], Limits(*row[2:]))
+
+
 def named_keys(session: Session, ref: str) -> list[ApiKey]:
     """The keys `ref` names: its id (a number), else every key of that name."""
     if ref.isdigit():
@@ -72,23 +90,26 @@ def revoke(session: Session, row: ApiKey) -> None:
     row.revoked = row.revoked or now()
 
 
-def record_use(session: Session, row: ApiKey, characters: int) -> None:
-    """One request of `characters` characters, today (UTC), and the key's last use."""
+# SQL that SQLite and PostgreSQL read alike, compiled once (it is on every keyed request's path)
+RECORD_USE = text(
+    "INSERT INTO usage (key_id, day, requests, characters, last_used) VALUES (:key_id, :day, :requests, :characters, "
+    ":last_used) ON CONFLICT (key_id, day) DO UPDATE SET requests = usage.requests + excluded.requests, "
+    "characters = usage.characters + excluded.characters, last_used = excluded.last_used"
+).bindparams(bindparam("day", type_=Date), bindparam("last_used", type_=UtcDateTime))
+
+
+def record_use(session: Session, key_id: int, requests: int, characters: int) -> None:
+    """`requests` requests (or none: characters known later, as a document's) of `characters` characters, today
+    (UTC), and the key's last use."""
     when = now()
-    row.last_used = when
-    values = {"key_id": row.id, "day": when.date(), "requests": 1, "characters": characters}
-    session.execute(insert(session, Usage).values(values).on_conflict_do_update(
-        index_elements=["key_id", "day"],
-        set_={"requests": Usage.requests + 1, "characters": Usage.characters + characters},
-    ))
+    session.execute(RECORD_USE, {"key_id": key_id, "day": when.date(), "requests": requests,
+                                             "characters": characters, "last_used": when})
 
 
-def add_characters(session: Session, key_id: int, characters: int) -> None:
-    """Characters of a request counted once they are known (a document's, after its text is read)."""
-    values = {"key_id": key_id, "day": now().date(), "requests": 0, "characters": characters}
-    session.execute(insert(session, Usage).values(values).on_conflict_do_update(
-        index_elements=["key_id", "day"], set_={"characters": Usage.characters + characters},
-    ))
+def last_uses(session: Session) -> dict[int, datetime]:
+    """When each key that was ever used was last used, by key id."""
+    query = select(Usage.key_id, func.max(Usage.last_used)).group_by(Usage.key_id)
+    return {key_id: when for key_id, when in session.execute(query)}
 
 
 def usage(session: Session, key_id: int, since: date) -> list[Usage]:

@@ -34,7 +34,6 @@ class ApiKey(Base):
     digest: Mapped[str] = mapped_column(String(64), unique=True)
     name: Mapped[str] = mapped_column(String(200))
     created: Mapped[datetime] = mapped_column()
-    last_used: Mapped[datetime | None] = mapped_column()
     revoked: Mapped[datetime | None] = mapped_column()
     req_limit: Mapped[int | None] = mapped_column(Integer)  # requests a minute
     daily_req_limit: Mapped[int | None] = mapped_column(Integer)
@@ -42,7 +41,7 @@ class ApiKey(Base):
 
 
 class Usage(Base):
-    """What a key used on one day (UTC): requests and characters."""
+    """What a key used on one day (UTC): requests and characters, and when it was last used that day."""
 
     __tablename__ = "usage"
 
@@ -50,11 +49,12 @@ class Usage(Base):
     day: Mapped[date] = mapped_column(Date, primary_key=True)
     requests: Mapped[int] = mapped_column(BigInteger, default=0)
     characters: Mapped[int] = mapped_column(BigInteger, default=0)
+    last_used: Mapped[datetime] = mapped_column()
 
 
 class Counter(Base):
     """A limit's count in one window: `subject` (a key or an address) and `kind` ("minute", "day", "chars")
-    name the limit, `start` (seconds since the epoch) the window, which ends at `ends`."""
+    name the limit, `start` (seconds since the epoch) the window, which ends at `ends`; `most` is the limit."""
 
     __tablename__ = "counters"
 
@@ -63,6 +63,7 @@ class Counter(Base):
     start: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     ends: Mapped[int] = mapped_column(BigInteger, index=True)
     count: Mapped[int] = mapped_column(BigInteger)
+    most: Mapped[int] = mapped_column(BigInteger)
 
 
 class KeptFile(Base):

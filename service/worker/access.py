@@ -15,9 +15,8 @@ from fastapi import Request
 from service.metrics import Metrics
 from service.settings import Settings
 from service.store import Store
-from service.store.keys import add_characters, find_key, record_use
+from service.store.keys import KeyCheck, Limits, check_key, record_use
 from service.store.limits import DAY_S, Limit, fixed_window, month_window, take
-from service.store.tables import ApiKey
 from service.worker.errors import Forbidden, RequestError
 
 
@@ -40,10 +39,11 @@ class Client:
 
     owner: str
     key_id: int | None = None
+    limits: Limits = Limits()  # the key's
 
     @classmethod
-    def of_key(cls, row: ApiKey) -> Client:
-        return cls(f"key:{row.id}", row.id)
+    def of_key(cls, key: KeyCheck) -> Client:
+        return cls(f"key:{key.id}", key.id, key.limits)
 
 
 def address(request: Request) -> str:
@@ -75,47 +75,38 @@ class Access:
         return client
 
     def _admit(self, key: str | None, where: str, used: int) -> Client:
+        """In one transaction: the key, every limit's count, the key's usage."""
         now = time.time()
         with self.store.transaction() as session:
             if self.settings.keys_required:
-                row = self._known(session, key)
-                client = Client.of_key(row)
-                limits = self.limits(now, row.req_limit, row.daily_req_limit, row.monthly_char_limit)
+                found = known(check_key(session, key) if key else None)
+                client, limits = Client.of_key(found), self.limits(now, found.limits)
             else:
-                client, limits = Client(f"ip:{where}"), self.limits(
-                    now, self.settings.anonymous_req_limit, self.settings.anonymous_daily_req_limit)
-            for limit in limits:
-                if not take(session, client.owner, limit, used if limit.kind == "chars" else 1):
-                    self.metrics.limited.labels(limit.kind).inc()
-                    raise TooManyRequests(limit, now)  # the transaction rolls back: nothing else taken
-            if self.settings.keys_required:
-                record_use(session, row, used)
+                client = Client(f"ip:{where}")
+                limits = self.limits(now, Limits(self.settings.anonymous_req_limit or None,
+                                                 self.settings.anonymous_daily_req_limit or None))
+            if over := take(session, client.owner, [(limit, used if limit.kind == "chars" else 1) for limit in limits]):
+                self.metrics.limited.labels(over.kind).inc()
+                raise TooManyRequests(over, now)  # the transaction rolls back: nothing counted
+            if client.key_id is not None:
+                record_use(session, client.key_id, 1, used)
         return client
 
-    def limits(self, now: float, minute: int | None, day: int | None, chars: int | None = None) -> list[Limit]:
-        """The limits that apply now (None or 0: none of that kind)."""
+    def limits(self, now: float, limits: Limits) -> list[Limit]:
+        """The limits that apply now."""
         windows = {"minute": fixed_window(now, self.settings.limit_window_s), "day": fixed_window(now, DAY_S),
                    "chars": month_window(now)}
-        given = {"minute": minute, "day": day, "chars": chars}
-        return [Limit(kind, most, windows[kind]) for kind, most in given.items() if most]
+        given = {"minute": limits.req_limit, "day": limits.daily_req_limit, "chars": limits.monthly_char_limit}
+        return [Limit(kind, most, windows[kind]) for kind, most in given.items() if most is not None]
 
-    @staticmethod
-    def _known(session, key: str | None) -> ApiKey:
-        row = find_key(session, key) if key else None
-        if row is None:
-            raise Forbidden("Invalid API key")
-        if row.revoked is not None:
-            raise Forbidden("API key revoked")
-        return row
-
-    async def key(self, key: str | None) -> ApiKey:
+    async def key(self, key: str | None) -> KeyCheck:
         """The key a request names, known and not revoked (Forbidden), without counting the request."""
 
-        def known() -> ApiKey:
+        def check() -> KeyCheck:
             with self.store.transaction() as session:
-                return self._known(session, key)
+                return known(check_key(session, key) if key else None)
 
-        return await asyncio.to_thread(known)
+        return await asyncio.to_thread(check)
 
     async def count_characters(self, client: Client, used: int) -> None:
         """Characters known once the request is under way (a document's text): counted in the key's usage and
@@ -124,11 +115,19 @@ class Access:
             return
 
         def count() -> None:
-            now = time.time()
             with self.store.transaction() as session:
-                add_characters(session, client.key_id, used)
-                for limit in self.limits(now, None, None, session.get(ApiKey, client.key_id).monthly_char_limit):
-                    take(session, client.owner, limit, used, within=False)
+                record_use(session, client.key_id, 0, used)
+                take(session, client.owner, [(limit, used) for limit in self.limits(time.time(), client.limits)
+                                             if limit.kind == "chars"], within=False)
 
         await asyncio.to_thread(count)
         self.metrics.key_characters.inc(used)
+
+
+def known(found: KeyCheck | None) -> KeyCheck:
+    """The key, unless unknown or revoked (Forbidden)."""
+    if found is None:
+        raise Forbidden("Invalid API key")
+    if found.revoked is not None:
+        raise Forbidden("API key revoked")
+    return found

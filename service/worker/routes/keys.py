@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 from fastapi import APIRouter, Query, Request
 
-from service.store.keys import usage
+from service.store.keys import last_uses, usage
+from service.store.tables import ApiKey
 from service.worker.dependencies import state
 from service.worker.errors import InvalidRequest
 from service.worker.schemas import ErrorBody, KeyUsage, UsageDay
@@ -23,14 +24,16 @@ async def key_usage(request: Request, api_key: str | None = None, days: int = Qu
     s = state(request)
     if not s.settings.keys_required:
         raise InvalidRequest("API keys are off: no usage is kept")
-    row = await s.access.key(api_key)
+    key_id = (await s.access.key(api_key)).id
 
-    def days_used() -> list[UsageDay]:
+    def report() -> KeyUsage:
         since = datetime.now(UTC).date() - timedelta(days=days - 1)
         with s.store.transaction() as session:
-            return [UsageDay(day=u.day, requests=u.requests, characters=u.characters)
-                    for u in usage(session, row.id, since)]
+            row = session.get(ApiKey, key_id)
+            used = [UsageDay(day=u.day, requests=u.requests, characters=u.characters)
+                    for u in usage(session, key_id, since)]
+            return KeyUsage(name=row.name, created=row.created, last_used=last_uses(session).get(key_id),
+                            req_limit=row.req_limit, daily_req_limit=row.daily_req_limit,
+                            monthly_char_limit=row.monthly_char_limit, days=used)
 
-    return KeyUsage(name=row.name, created=row.created, last_used=row.last_used, req_limit=row.req_limit,
-                    daily_req_limit=row.daily_req_limit, monthly_char_limit=row.monthly_char_limit,
-                    days=await asyncio.to_thread(days_used))
+    return await asyncio.to_thread(report)

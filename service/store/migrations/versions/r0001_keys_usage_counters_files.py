@@ -19,7 +19,6 @@ def upgrade() -> None:
     sa.Column('digest', sa.String(length=64), nullable=False),
     sa.Column('name', sa.String(length=200), nullable=False),
     sa.Column('created', sa.DateTime(timezone=True), nullable=False),
-    sa.Column('last_used', sa.DateTime(timezone=True), nullable=True),
     sa.Column('revoked', sa.DateTime(timezone=True), nullable=True),
     sa.Column('req_limit', sa.Integer(), nullable=True),
     sa.Column('daily_req_limit', sa.Integer(), nullable=True),
@@ -33,6 +32,7 @@ def upgrade() -> None:
     sa.Column('start', sa.BigInteger(), nullable=False),
     sa.Column('ends', sa.BigInteger(), nullable=False),
     sa.Column('count', sa.BigInteger(), nullable=False),
+    sa.Column('most', sa.BigInteger(), nullable=False),
     sa.PrimaryKeyConstraint('subject', 'kind', 'start')
     )
     with op.batch_alter_table('counters', schema=None) as batch_op:
@@ -56,6 +56,7 @@ def upgrade() -> None:
     sa.Column('day', sa.Date(), nullable=False),
     sa.Column('requests', sa.BigInteger(), nullable=False),
     sa.Column('characters', sa.BigInteger(), nullable=False),
+    sa.Column('last_used', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['key_id'], ['api_keys.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('key_id', 'day')
     )
