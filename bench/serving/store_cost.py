@@ -11,6 +11,7 @@ bench.serving.loadgen), in interleaved rounds; the median round of each. Results
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
 
 from bench.common.cli import command_line
@@ -54,7 +55,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=REPEATS)
     p.add_argument("--threads", type=int, default=THREADS, help="the engine's ONNX Runtime threads")
     args = p.parse_args(argv)
-    (RESULTS / "tmp" / "store-cost").mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(RESULTS / "tmp" / "store-cost", ignore_errors=True)  # no store of an earlier run
+    (RESULTS / "tmp" / "store-cost").mkdir(parents=True)
     runs: dict[str, list[dict]] = {name: [] for name in LAYOUTS}
     with running_postgres() as postgres:
         for round_ in range(args.repeats):
