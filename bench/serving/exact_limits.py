@@ -24,7 +24,7 @@ import httpx
 
 from bench.common.cli import command_line
 from bench.common.defaults import MODEL_DIR, REPO, RESULTS
-from bench.common.machine import environment
+from bench.common.machine import environment, provenance
 from bench.common.postgres import running_postgres
 from bench.common.report import markdown_table, write_results
 from service.launch import RunningService, free_port, running_server, service_env
@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{args.limit} requests a window of {args.window_s} s, on 2 instances of 2 HTTP workers sharing one "
             f"PostgreSQL:\n\n" + markdown_table(["window (UTC)", "accepted (200)", "refused (429)", "other"], rows)
             + f"\nExactly the limit in every window: {'yes' if exact else 'NO'}.\n")
-    data = {"environment": environment(["sqlalchemy", "psycopg", "fastapi"]), "limit": args.limit,
-            "window_s": args.window_s, "clients": args.clients, "exact": exact,
+    data = {**provenance("bench.serving.exact_limits"), "environment": environment(["sqlalchemy", "psycopg"]),
+            "limit": args.limit, "window_s": args.window_s, "clients": args.clients, "exact": exact,
             "windows": [{"start": w * args.window_s, **{str(s): n for s, n in c.items()}} for w, c in windows.items()]}
     print(text)
     for path in write_results(RESULTS, "exact-limits", data, text):

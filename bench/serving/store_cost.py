@@ -16,7 +16,7 @@ import time
 
 from bench.common.cli import command_line
 from bench.common.defaults import MODEL_DIR, REPEATS, RESULTS, THREADS
-from bench.common.machine import environment
+from bench.common.machine import environment, provenance
 from bench.common.postgres import running_postgres
 from bench.common.report import markdown_table, median, write_results
 from bench.common.sentences import SENTENCES
@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> None:
         [[r["layout"], r["p50_ms"], f"{r['p50_vs_off']:.3f}", r["throughput_32"], f"{r['throughput_vs_off']:.3f}",
           sum(x["errors"] for x in r["rounds"])] for r in rows])
     print(text)
-    data = {"environment": environment(["onnxruntime-gpu", "sqlalchemy", "psycopg", "fastapi"]), "layouts": rows}
+    data = {**provenance("bench.serving.store_cost"),
+            "environment": environment(["onnxruntime-gpu", "sqlalchemy", "psycopg", "fastapi"]), "layouts": rows}
     for path in write_results(RESULTS, "store-cost", data, text):
         print(f"wrote {path}")
 
