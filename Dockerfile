@@ -73,13 +73,15 @@ FROM gpu-base AS gpu
 COPY --from=gpu-build /opt/venv /opt/venv
 COPY deploy/healthcheck.py /app/healthcheck.py
 COPY models /app/models
-# the model cache (TRANSLATOR_MODELS): a volume mounted here starts out owned by the service's user
-RUN mkdir /cache && chown 10001:10001 /cache
+# the model cache (TRANSLATOR_MODELS) and the data folder (the store, translated files): a volume mounted at
+# either starts out owned by the service's user
+RUN mkdir /cache /data && chown 10001:10001 /cache /data
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     TRANSLATOR_HOST=0.0.0.0 \
     TRANSLATOR_MODEL_DIR=/app/models \
-    TRANSLATOR_MODEL_CACHE=/cache
+    TRANSLATOR_MODEL_CACHE=/cache \
+    TRANSLATOR_DATA_DIR=/data
 WORKDIR /app
 USER 10001:10001
 EXPOSE 8000
@@ -90,13 +92,15 @@ FROM cpu-base AS cpu
 COPY --from=cpu-build /opt/venv /opt/venv
 COPY deploy/healthcheck.py /app/healthcheck.py
 COPY models /app/models
-# the model cache (TRANSLATOR_MODELS): a volume mounted here starts out owned by the service's user
-RUN mkdir /cache && chown 10001:10001 /cache
+# the model cache (TRANSLATOR_MODELS) and the data folder (the store, translated files): a volume mounted at
+# either starts out owned by the service's user
+RUN mkdir /cache /data && chown 10001:10001 /cache /data
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     TRANSLATOR_HOST=0.0.0.0 \
     TRANSLATOR_MODEL_DIR=/app/models \
-    TRANSLATOR_MODEL_CACHE=/cache
+    TRANSLATOR_MODEL_CACHE=/cache \
+    TRANSLATOR_DATA_DIR=/data
 WORKDIR /app
 USER 10001:10001
 EXPOSE 8000

@@ -36,11 +36,12 @@ serve: $(VENV)/.serve kernels
 	$(PY) -m service --port $(PORT)
 
 # Real Prometheus, promtool and nginx are used by the tests, wrk by the load generator, Chromium by the page's
-# browser test (Debian packages).
+# browser test, PostgreSQL by the store's tests (Debian packages).
 system-deps:
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v nginx >/dev/null && \
-		command -v wrk >/dev/null && command -v chromium >/dev/null || (apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus nginx-light wrk chromium >/dev/null)
+		command -v wrk >/dev/null && command -v chromium >/dev/null && ls /usr/lib/postgresql/*/bin/initdb \
+		>/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		prometheus nginx-light wrk chromium postgresql >/dev/null)
 
 # The tests score the shipped model on Multi30k: MULTI30K_DIR, else fetched into data/multi30k, else one line on how.
 data: $(VENV)/bin/python

@@ -126,6 +126,14 @@ BENCHMARKS = [
         "what the HTTP workers sustain alone and with the real engine, against one process",
     ),
     Benchmark(
+        "store_cost", "bench.serving.store_cost",
+        "one client's p50 and 32 clients' throughput with keys and limits off, and on with SQLite and PostgreSQL",
+    ),
+    Benchmark(
+        "exact_limits", "bench.serving.exact_limits",
+        "one key's requests a minute accepted across 2 instances of 2 HTTP workers sharing PostgreSQL, 3 minutes",
+    ),
+    Benchmark(
         "probes", "bench.serving.probes",
         "the figures behind tests/test_faults.py: abandoned work, memory given back, a lone request's wait",
         args=("--repeat", "3"),

@@ -312,6 +312,24 @@ def cached_start(results: list[dict]) -> list[Figure]:
     ]
 
 
+def exact_limits(results: list[dict]) -> list[Figure]:
+    data = results[0]
+    exact = sum(window["200"] == data["limit"] for window in data["windows"])
+    return [Figure(f"windows of {data['window_s']} s in which exactly the limit ({data['limit']}) was accepted",
+                   f"{exact} of {len(data['windows'])}", verdict("N ± 0", data["exact"]))]
+
+
+def store_cost(results: list[dict]) -> list[Figure]:
+    figures = []
+    for layout in results[0]["layouts"][1:]:
+        p50, throughput = layout["p50_vs_off"], layout["throughput_vs_off"]
+        figures.append(Figure(f"{layout['layout']}: a lone client's p50 over the store off", times(p50),
+                              verdict("≤ 1.05×", p50 <= 1.05)))
+        figures.append(Figure(f"{layout['layout']}: 32 clients' throughput over the store off", times(throughput),
+                              verdict("≥ 0.95×", throughput >= 0.95)))
+    return figures
+
+
 def hostile_documents(results: list[dict]) -> list[Figure]:
     data = results[0]
     figures = []
@@ -482,6 +500,20 @@ QUESTIONS = [
         "An Argos Translate package named in TRANSLATOR_MODELS, pulled once; then the time from start to /ready, "
         "served from the cache, against the same model served from a plain folder (medians of the rounds).",
         "the goal: within 1.1× the plain folder's time", ("cached-start.json",), cached_start,
+    ),
+    Question(
+        "Exact limits across workers and instances",
+        "One key limited to N requests a minute, 16 clients against 2 instances of 2 HTTP workers sharing PostgreSQL, "
+        "for 3 minutes: the requests accepted in each minute.",
+        "the goal: exactly N in every window", ("exact-limits.json",), exact_limits,
+    ),
+    Question(
+        "The store's cost",
+        "A lone client's p50 and 32 clients' throughput with keys and limits on (SQLite, PostgreSQL), each over the "
+        "same with the store off, side by side in interleaved rounds (shipped en-de, 2 HTTP workers).",
+        "the goal: within 5 % of the store off", ("store-cost.json",), store_cost,
+        "Measured on a 2-core machine that other work loaded heavily (load average 9 to 15), PostgreSQL on the same "
+        "cores.",
     ),
     Question(
         "Hostile documents",

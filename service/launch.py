@@ -119,8 +119,9 @@ def running_service(
     model_dir: Path, log: Path, ready_timeout: float = 120, checkout: Path = REPO, **settings: object
 ) -> Iterator[RunningService]:
     """`python -m service` of a checkout (this one unless told) serving model_dir on a free loopback port, ready
-    (models loaded and warm)."""
+    (models loaded and warm); its data folder beside the log unless a setting names one."""
     port = free_port()
+    settings = {"data_dir": log.parent / "data", **settings}
     command, env = [sys.executable, "-m", "service"], service_env(model_dir, port, settings)
     with running_server(command, port, log, env, checkout, ready_timeout=ready_timeout) as service:
         yield service

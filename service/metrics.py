@@ -38,6 +38,12 @@ class Metrics:
             "translator_placeholders", "Protected spans (URLs, emails, emoji, ...) by how they came back: copied by "
             "the model, or put back by place where the model dropped the placeholder", ["how"], registry=r,
         )
+        # usage, without a label per key (python -m service.keys usage and /usage report each key's)
+        self.key_requests = Counter("translator_key_requests", "Requests admitted with an API key", registry=r)
+        self.key_characters = Counter("translator_key_characters", "Characters of the requests admitted with an API "
+                                      "key", registry=r)
+        self.limited = Counter("translator_limited", "Requests refused with 429, by limit: minute, day, chars",
+                               ["limit"], registry=r)
         # the engine
         self.batch_size = Histogram(
             "translator_batch_size", "Sentences in the running batch, at each decoder step", buckets=BATCH_BUCKETS,

@@ -25,6 +25,7 @@ SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "models"
 ARGOS_INDEX = "https://raw.githubusercontent.com/argosopentech/argospm-index/main/index.json"  # LibreTranslate's
 DEFAULT_MODEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mt-service" / "models"
 MAX_HTTP_WORKERS = 8
+DEFAULT_DATA_DIR = Path.home() / ".local" / "share" / "translator"
 
 
 def default_http_workers() -> int:
@@ -229,11 +230,58 @@ class Settings(BaseSettings):
         "answers; empty: no CORS headers"
     )
     api_keys: Annotated[list[str], NoDecode] = Field(
-        [], description="comma-separated API keys; empty: no key needed"
+        [], description="comma-separated API keys, imported into the store as keys without limits; any key "
+        "turns keys on"
+    )
+    require_api_keys: bool = Field(
+        False, description="every request of the API needs a key of the store (`python -m service.keys`), "
+        "as when `TRANSLATOR_API_KEYS` names any; unknown or revoked keys get 403"
+    )
+    data_dir: Path = Field(
+        DEFAULT_DATA_DIR, description="where the service keeps what must last: the SQLite store (unless "
+        "`TRANSLATOR_STORE_URL` names another) and the translated files; replicas share it as a volume"
+    )
+    store_url: str = Field(
+        "", description="SQLAlchemy URL of the store of keys, limits' counters, usage and files' owners; empty: "
+        "SQLite in `TRANSLATOR_DATA_DIR`; `postgresql+psycopg://user:password@host/db` for replicas, which "
+        "share it. Migrated at start (when keys or limits are on; else when first needed)"
+    )
+    anonymous_req_limit: int = Field(
+        0, ge=0, description="requests a minute from one address without a key (0: no limit); over it 429 with "
+        "`Retry-After`"
+    )
+    anonymous_daily_req_limit: int = Field(
+        0, ge=0, description="requests a day (UTC) from one address without a key (0: no limit)"
+    )
+    limit_window_s: int = Field(
+        60, ge=1, description="the window of the per-minute request limits, in seconds; windows start at "
+        "multiples of it since the epoch"
+    )
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(
+        [], description="comma-separated addresses or networks (`10.0.0.0/8`) of proxies whose "
+        "`X-Forwarded-For` names the client, whom the limits and files' owners then count; empty: the "
+        "connection's address is the client"
+    )
+    file_retention_s: float = Field(
+        3600.0, gt=0, description="how long `/download_file` serves a translated file"
+    )
+    file_budget_bytes: int = Field(
+        256 << 20, ge=1, description="bytes of translated files kept per owner (a key, or an address when keys "
+        "are off); beyond it the owner's oldest go, never another's"
     )
     log_level: str = Field("info", description="log level of the service's processes and of uvicorn")
 
-    @field_validator("api_keys", "cors_origins", "allowed_hosts", "models", mode="before")
+    @property
+    def keys_required(self) -> bool:
+        """Whether requests need a key of the store."""
+        return self.require_api_keys or bool(self.api_keys)
+
+    @property
+    def limits_on(self) -> bool:
+        """Whether a request is counted against a limit (a key's own limits count whenever keys are on)."""
+        return self.keys_required or bool(self.anonymous_req_limit or self.anonymous_daily_req_limit)
+
+    @field_validator("api_keys", "cors_origins", "allowed_hosts", "models", "trusted_proxies", mode="before")
     @classmethod
     def split_commas(cls, value: str | list[str]) -> list[str]:
         if isinstance(value, str):
@@ -248,6 +296,7 @@ SHOWN_DEFAULTS = {
     "model_dir": "`models` (shipped)",
     "model_cache": "`$XDG_CACHE_HOME/mt-service/models` (`~/.cache/...`)",
     "http_workers": f"one per core, at most {MAX_HTTP_WORKERS}",
+    "data_dir": "`~/.local/share/translator`",
 }
 # The settings that `python -m service` also takes as flags (service/__main__.py).
 FLAGS = ("model_dir", "host", "port", "http_workers")

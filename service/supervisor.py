@@ -55,7 +55,7 @@ class Supervisor:
         self.settings = settings
         self.models = models
         self.listener = listening_socket(settings.host, settings.port)  # first: a failed bind leaves nothing behind
-        self.folder = tempfile.mkdtemp(prefix="translator-")  # the ipc socket, metrics files, translated files
+        self.folder = tempfile.mkdtemp(prefix="translator-")  # the ipc socket, metrics files
         self.address = f"ipc://{self.folder}/engine"
         self.lifeline, self.lifeline_writer = SPAWN.Pipe(duplex=False)
         self.engine: BaseProcess | None = None
@@ -83,7 +83,7 @@ class Supervisor:
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def _worker(self, index: int) -> BaseProcess:
-        return processes.start(processes.WORKER, f"worker-{index}", self.settings, self.listener, self.folder,
+        return processes.start(processes.WORKER, f"worker-{index}", self.settings, self.listener,
                                self.address, self.lifeline, os.getpid())
 
     def _watch(self) -> int:

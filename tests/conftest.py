@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from uuid import uuid4
 
 import pytest
+
+from bench.common.postgres import running_postgres
 
 # Written for these tests: short English-German pairs with umlauts, ß, punctuation and a question.
 PAIRS = (
@@ -114,3 +117,18 @@ def tiny_models_dir(tmp_path_factory, tiny_spm: Path) -> Path:
     for source, target, seed in (("en", "de", 0), ("de", "en", 1)):
         export_tiny_model(models / f"{source}-{target}", tiny_spm, source, target, seed)
     return models
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """Debian's PostgreSQL on loopback for this test session (bench/common/postgres.py)."""
+    with running_postgres() as server:
+        yield server
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path: Path) -> str:
+    """An empty store of each kind: SQLite in a fresh folder, a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store' / 'translator.db'}"
+    return request.getfixturevalue("postgres").database(f"test_{uuid4().hex}")

@@ -35,6 +35,8 @@ import pytest
 import yaml
 
 from service.launch import free_port, running_service
+from service.store import Store
+from service.store.keys import Limits, add_key
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -661,8 +663,13 @@ def test_grafana_provisioning_points_at_the_datasource_and_dashboards_compose_mo
 def test_real_prometheus_scrapes_the_service_and_every_dashboard_query_returns_data(tiny_model_dir, tmp_path):
     """Debian's Prometheus, configured as in compose but for loopback, scraping a real service under some traffic."""
     prometheus = need_tool("prometheus")
+    store = Store(f"sqlite:///{tmp_path / 'store' / 'translator.db'}")
+    with store.transaction() as session:  # a key of one request a minute: the dashboard shows its 429
+        _, limited = add_key(session, "limited", Limits(req_limit=1))
+    store.close()
     with contextlib.ExitStack() as stack:
-        url = stack.enter_context(running_service(tiny_model_dir, tmp_path / "service.log", threads=1)).url
+        url = stack.enter_context(running_service(tiny_model_dir, tmp_path / "service.log", threads=1, api_keys="k",
+                                                  data_dir=tmp_path / "store")).url
         config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
         config["global"].update(scrape_interval="1s", evaluation_interval="1s")
         (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "translator"]
@@ -681,10 +688,14 @@ def test_real_prometheus_scrapes_the_service_and_every_dashboard_query_returns_d
         command.append(f"--storage.tsdb.path={tmp_path / 'data'}")
         proc = stack.enter_context(running(command, os.environ, tmp_path / "prometheus.log"))
 
-        for i in range(6):  # traffic: translations, one refused (400), spread over a few scrapes
-            httpx.post(f"{url}/translate", json={"q": "The cat sleeps." * (i + 1), "source": "en", "target": "de"})
+        for i in range(6):  # traffic: translations, one refused (400), one over its key's limit, over a few scrapes
+            httpx.post(f"{url}/translate", json={"q": "The cat sleeps." * (i + 1), "source": "en", "target": "de",
+                                                 "api_key": "k"})
             time.sleep(0.5)
-        assert httpx.post(f"{url}/translate", json={"q": "", "source": "en", "target": "de"}).status_code == 400
+        fields = {"source": "en", "target": "de", "api_key": "k"}
+        assert httpx.post(f"{url}/translate", json={"q": "", **fields}).status_code == 400
+        fields["api_key"] = limited
+        assert [httpx.post(f"{url}/translate", json={"q": "Hi", **fields}).status_code for _ in range(2)] == [200, 429]
 
         def query(promql: str) -> list:
             try:

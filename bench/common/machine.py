@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+
+from bench.common.cli import command_line
 
 
 def cpu_model() -> str:
@@ -38,6 +42,13 @@ def environment(packages: list[str]) -> dict:
         "python": platform.python_version(),
         "versions": versions(packages),
     }
+
+
+def provenance(module: str) -> dict:
+    """When, from which commit and with which command a result was measured."""
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent)
+    return {"commit": commit.stdout.strip() or "unknown", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": command_line(module)}
 
 
 def _proc_status_mib(field: str, pid: int | str) -> float:

@@ -69,11 +69,14 @@ def run_load(
     source: str = "en",
     target: str = "de",
     timeout: float = 120.0,
+    fields: dict | None = None,
 ) -> dict:
-    """Throughput (sentences/s), latency_ms {p50, p95, p99} and errors of `concurrency` clients for `seconds`."""
+    """Throughput (sentences/s), latency_ms {p50, p95, p99} and errors of `concurrency` clients for `seconds`;
+    `fields` go into every request too (an api_key)."""
     with tempfile.TemporaryDirectory() as tmp:
         bodies = Path(tmp) / "bodies.jsonl"
-        payloads = ({"q": s, "source": source, "target": target, "format": "text"} for s in sentences)
+        payloads = ({"q": s, "source": source, "target": target, "format": "text", **(fields or {})}
+                    for s in sentences)
         bodies.write_text("".join(json.dumps(p) + "\n" for p in payloads))
         command = wrk_command(url, bodies, concurrency, seconds, timeout)
         done = subprocess.run(command, capture_output=True, text=True, check=True)

@@ -15,25 +15,26 @@ import asyncio
 import logging
 import os
 import socket
-import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from service.metrics import Metrics
 from service.protocol import EngineClient
 from service.settings import Settings
+from service.store import Store, StoreUnavailable
 from service.worker import errors
+from service.worker.access import Access
 from service.worker.detect import LanguageDetector, every_language
 from service.worker.files import TranslatedFiles
 from service.worker.middleware import BodyLimit, CloseWhenStopping, Observe
 from service.worker.pairs import Pairs
 from service.worker.params import invisible_characters
 from service.worker.pipeline import Pipeline
-from service.worker.routes import files, languages, operations, pages, translate
+from service.worker.routes import files, keys, languages, operations, pages, translate
 from service.worker.state import State
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,17 @@ async def prepare(state: State) -> None:
     await asyncio.to_thread(invisible_characters)
     await asyncio.to_thread(every_language)  # so that the pipeline is built a moment after the engine is READY
     await state.engine.prepare()
+    if state.settings.limits_on:
+        await open_store(state.store)
+
+
+async def open_store(store: Store) -> None:
+    """Migrate the store and import TRANSLATOR_API_KEYS now rather than at the first request; if it cannot be
+    reached, the service starts all the same: what needs no store is served, the rest answers 503 until it is."""
+    try:
+        await asyncio.to_thread(store.ready)
+    except StoreUnavailable as error:
+        log.error("the store is unavailable (%s): requests that need it get 503 until it answers", error)
 
 
 async def start(state: State) -> None:
@@ -79,15 +91,14 @@ def create_app(
     engine: EngineClient,
     metrics: Metrics | None = None,
     main_pid: int | None = None,
-    shared: Path | None = None,
 ) -> FastAPI:
     """The app in front of `engine`. `metrics`: the engine's too when it runs in this process. When this is one of
-    the service's HTTP workers: `main_pid` is the service's main process, `shared` the folder all its workers share."""
+    the service's HTTP workers: `main_pid` is the service's main process."""
     metrics = metrics or Metrics()
-    if shared is None:
-        own = tempfile.TemporaryDirectory(prefix="translator-")  # removed at exit
-        shared = Path(own.name)
-    state = State(settings, metrics, engine, TranslatedFiles(shared / "files"))
+    store = Store.of(settings)
+    files_kept = TranslatedFiles(settings.data_dir / "files", store, settings.file_retention_s,
+                                 settings.file_budget_bytes)
+    state = State(settings, metrics, engine, store, Access(settings, store, metrics), files_kept)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -99,6 +110,7 @@ def create_app(
             loading.cancel()
         else:
             await state.drain()
+        store.close()
 
     app = FastAPI(
         title="Translator",
@@ -109,7 +121,7 @@ def create_app(
         redirect_slashes=False,  # a redirect would be built from the client's Host header: 404 instead
     )
     app.state.translator_state = state
-    for routes in (translate, files, languages, operations, pages):
+    for routes in (translate, files, keys, languages, operations, pages):
         app.include_router(routes.router)
     errors.install(app)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, file_limit=settings.max_file_bytes)
@@ -118,4 +130,6 @@ def create_app(
                            allow_headers=["*"], max_age=600)
     app.add_middleware(Observe, metrics=metrics, instance=instance(main_pid))
     app.add_middleware(CloseWhenStopping, stopping=state.stopping)
+    if settings.trusted_proxies:
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     return app

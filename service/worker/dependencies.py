@@ -12,6 +12,7 @@ from fastapi import Depends, Request
 from pydantic import BaseModel, ValidationError
 
 from service.protocol import Phase
+from service.worker.access import Client
 from service.worker.errors import ClientGone, InvalidRequest, NotServing, describe
 from service.worker.params import read_params
 from service.worker.pipeline import Pipeline
@@ -49,8 +50,18 @@ async def pipeline_now(request: Request) -> Pipeline:
 
 
 async def params(request: Request) -> dict[str, Any]:
-    """The request's parameters: query string and body merged (service.worker.params)."""
-    return await read_params(request, state(request).settings.api_keys)
+    """The request's parameters: query string and body merged (service.worker.params), once its key and limits
+    admit it (service.worker.access; client() then names its client)."""
+
+    async def admit(values: dict[str, Any]) -> None:
+        request.state.client = await state(request).access.admit(request, values)
+
+    return await read_params(request, admit)
+
+
+def client(request: Request) -> Client:
+    """Whose request this is (after `params`)."""
+    return request.state.client
 
 
 def validated(model: type[Model], values: dict[str, Any]) -> Model:

@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from service.protocol import EngineError, EngineFault, EngineGone, EngineStalled, Phase, QueueFull, ShuttingDown
+from service.store import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,7 @@ class RequestError(Exception):
     """A request that cannot be served as it is; `status` is its HTTP answer."""
 
     status = 400
+    headers: dict[str, str] | None = None  # of its answer
 
     def __init__(self, message: str):
         super().__init__(message)
@@ -95,9 +97,9 @@ ENGINE_ANSWERS: dict[type[EngineError], tuple[int, str]] = {
 }
 
 
-def error(status: int, message: str) -> JSONResponse:
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """LibreTranslate's error body; Retry-After on a 503."""
-    return JSONResponse({"error": message}, status_code=status, headers=RETRY_AFTER if status == 503 else None)
+    return JSONResponse({"error": message}, status_code=status, headers=RETRY_AFTER if status == 503 else headers)
 
 
 NOT_A_NUMBER = {"int_parsing", "int_type", "int_from_float"}
@@ -121,7 +123,12 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestError)
     async def request_error(request: Request, exc: RequestError) -> JSONResponse:
-        return error(exc.status, exc.message)
+        return error(exc.status, exc.message, exc.headers)
+
+    @app.exception_handler(StoreUnavailable)
+    async def store_unavailable(request: Request, exc: StoreUnavailable) -> JSONResponse:
+        log.warning("the store is unavailable on %s: %s", request.url.path, exc)
+        return error(503, "The store of keys, limits and files is unavailable")
 
     @app.exception_handler(EngineError)
     async def engine_error(request: Request, exc: EngineError) -> JSONResponse:

@@ -1,5 +1,6 @@
-"""Files translated by /translate_file, kept for /download_file in a folder that every HTTP worker shares: the
-download may reach another worker than the upload did.
+"""Files translated by /translate_file, kept for /download_file in the data folder, which every HTTP worker and
+replica shares, with their owners in the store: the download may reach another worker or replica than the upload
+did, and a restart keeps them.
 
 A file is kept as TOKEN/NAME: TOKEN a random 32-digit hex, NAME the uploaded file's own name, made safe first
 (its last path part; at most MAX_NAME_BYTES bytes of UTF-8, as file systems allow; no control characters; a suffix
@@ -11,13 +12,19 @@ from __future__ import annotations
 import re
 import shutil
 import unicodedata
+from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePath
 from urllib.parse import quote
 from uuid import uuid4
 
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from service.store import Store
+from service.store.tables import KeptFile
 from service.worker.documents import FORMATS, MEDIA_TYPES
 
-KEPT_FILES = 256  # the newest are kept
+EXPIRED_BATCH = 64  # expired files forgotten by one put
 MAX_NAME_BYTES = 255  # a file name's length on Linux file systems (NAME_MAX)
 TOKEN = re.compile(r"[0-9a-f]{32}")
 PATH_SEPARATORS = re.compile(r"[/\\]")
@@ -58,37 +65,61 @@ def content_disposition(name: str) -> str:
 
 
 class TranslatedFiles:
-    def __init__(self, folder: Path):
-        self.folder = folder
-        self.folder.mkdir(parents=True, exist_ok=True)
+    """Translated files in the data folder (FOLDER/TOKEN/NAME), each with its owner in the store (a key, or an
+    address when keys are off), so that every worker and replica sharing both serves it, and a restart keeps it. A
+    file is served for `retention_s`; an owner's files beyond `budget` bytes go, oldest first, never another's."""
 
-    def put(self, name: str, content: bytes) -> str:
-        """Keep `content` as `name` (an uploaded_name()); returns its token. The oldest files beyond KEPT_FILES go."""
-        token = uuid4().hex
+    def __init__(self, folder: Path, store: Store, retention_s: float, budget: int):
+        self.folder = folder
+        self.store = store
+        self.retention = timedelta(seconds=retention_s)
+        self.budget = budget
+
+    def put(self, owner: str, name: str, content: bytes) -> str:
+        """Keep `content` as `name` (an uploaded_name()) for `owner`; returns its token. StoreUnavailable (and
+        nothing kept) when the store is."""
+        token, created = uuid4().hex, datetime.now(UTC)
         try:
-            (self.folder / token).mkdir()
+            (self.folder / token).mkdir(parents=True)
             (self.folder / token / name).write_bytes(content)
-        except OSError:
+            with self.store.transaction() as session:
+                session.add(KeptFile(token=token, name=name, owner=owner, size=len(content), created=created,
+                                     expires=created + self.retention))
+                session.flush()
+                gone = self.evict(session, owner, created, token)
+        except BaseException:
             shutil.rmtree(self.folder / token, ignore_errors=True)
             raise
-        kept = sorted(self.folder.iterdir(), key=modified, reverse=True)
-        for old in kept[KEPT_FILES:]:
-            shutil.rmtree(old, ignore_errors=True)  # another worker may be removing it too
+        for old in gone:
+            shutil.rmtree(self.folder / old, ignore_errors=True)  # another worker may be removing it too
         return token
 
-    def get(self, token: str, name: str) -> bytes | None:
-        """The file kept as token/name, or None: never kept, gone, or a token or name that no file is kept under
-        (checked before the file system is asked)."""
+    def evict(self, session: Session, owner: str, now: datetime, newest: str) -> list[str]:
+        """Forget the files past their retention (a batch of anyone's) and the owner's oldest beyond the budget (the
+        newest stays, whatever its size); their tokens."""
+        gone = list(session.scalars(select(KeptFile.token).where(KeptFile.expires <= now).limit(EXPIRED_BATCH)))
+        total = session.scalar(select(func.sum(KeptFile.size)).where(KeptFile.owner == owner)) or 0
+        oldest_first = select(KeptFile.token, KeptFile.size).where(KeptFile.owner == owner, KeptFile.token != newest)
+        for token, size in session.execute(oldest_first.order_by(KeptFile.created, KeptFile.token)) \
+                if total > self.budget else ():
+            if total <= self.budget:
+                break
+            gone.append(token)
+            total -= size
+        if gone:
+            session.execute(delete(KeptFile).where(KeptFile.token.in_(gone)))
+        return gone
+
+    def get(self, token: str, name: str, owner: str | None = None) -> bytes | None:
+        """The file kept as token/name (for `owner` unless None), or None: never kept, expired, another's, or a
+        token or name that no file is kept under (checked before the store or the file system is asked)."""
         if not TOKEN.fullmatch(token) or name_problem(name):
+            return None
+        with self.store.transaction() as session:
+            row = session.get(KeptFile, token)
+        if row is None or row.name != name or row.expires <= datetime.now(UTC) or owner not in (None, row.owner):
             return None
         try:
             return (self.folder / token / name).read_bytes()
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
-
-
-def modified(path: Path) -> float:
-    try:
-        return path.stat().st_mtime_ns
-    except FileNotFoundError:
-        return 0

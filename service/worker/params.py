@@ -14,7 +14,7 @@ import functools
 import json
 import sys
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -23,7 +23,7 @@ from python_multipart.multipart import parse_options_header
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
-from service.worker.errors import Forbidden, InvalidRequest
+from service.worker.errors import InvalidRequest
 from service.worker.spans import EMOJI_SEQUENCE
 
 JSON = "application/json"
@@ -105,13 +105,12 @@ async def read_body(request: Request) -> tuple[dict[str, Any], str | None]:
     return {}, None
 
 
-async def read_params(request: Request, api_keys: list[str]) -> dict[str, Any]:
-    """Query string and body parameters merged (the body wins); 403 for a missing or wrong key when keys are set,
-    then 400 for a body that cannot be read or text that is not valid Unicode."""
+async def read_params(request: Request, admit: Callable[[dict[str, Any]], Awaitable[None]]) -> dict[str, Any]:
+    """Query string and body parameters merged (the body wins); `admit` checks them first (a key's 403, a limit's
+    429), then 400 for a body that cannot be read or text that is not valid Unicode."""
     body, problem = await read_body(request)
     params = {**merged(request.query_params.multi_items()), **body}
-    if api_keys and params.get("api_key") not in api_keys:
-        raise Forbidden("Invalid API key")
+    await admit(params)
     if problem:
         raise InvalidRequest(problem)
     for key, value in params.items():

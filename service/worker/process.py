@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 from multiprocessing.connection import Connection
-from pathlib import Path
 
 from service.processes import end_with_parent, setup_logging
 from service.settings import Settings
@@ -15,9 +14,9 @@ from service.worker.server import DrainingServer
 
 
 def run(
-    settings: Settings, listener: socket.socket, folder: str, address: str, lifeline: Connection, parent: int
+    settings: Settings, listener: socket.socket, address: str, lifeline: Connection, parent: int
 ) -> None:
     end_with_parent(parent)
     setup_logging(settings)
-    app = create_app(settings, RemoteEngine(address, lifeline, settings), main_pid=parent, shared=Path(folder))
+    app = create_app(settings, RemoteEngine(address, lifeline, settings), main_pid=parent)
     DrainingServer.for_app(app, settings).run(sockets=[listener])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictStr
@@ -90,6 +91,22 @@ class TranslateResponse(BaseModel):
 
 class FileTranslated(BaseModel):
     translatedFileUrl: str = Field(description="where GET /download_file serves the translation")
+
+
+class UsageDay(BaseModel):
+    day: date = Field(description="UTC")
+    requests: int
+    characters: int
+
+
+class KeyUsage(BaseModel):
+    name: str
+    created: datetime
+    last_used: datetime | None
+    req_limit: int | None = Field(description="requests a minute; null: no limit")
+    daily_req_limit: int | None = Field(description="requests a day (UTC); null: no limit")
+    monthly_char_limit: int | None = Field(description="characters a month (UTC); null: no limit")
+    days: list[UsageDay] = Field(description="the days with any use, oldest first")
 
 
 class Language(BaseModel):

@@ -270,6 +270,7 @@ class DrainingServer(uvicorn.Server):
             log_level=settings.log_level,
             http=functools.partial(BoundedHttpProtocol, limits=HttpLimits.of(settings)),
             ws="none",
+            proxy_headers=False,  # the app reads X-Forwarded-For of TRANSLATOR_TRUSTED_PROXIES alone
             timeout_keep_alive=settings.keep_alive_s,
             timeout_graceful_shutdown=settings.drain_seconds + DRAIN_MARGIN_SECONDS,
         )

@@ -1,5 +1,5 @@
-"""What every request of an HTTP worker shares (State): settings, metrics, the engine, the translated files and, once
-the engine serves, the pipeline."""
+"""What every request of an HTTP worker shares (State): settings, metrics, the engine, the store and the access it
+checks, the translated files and, once the engine serves, the pipeline."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from service.metrics import Metrics
 from service.protocol import EngineClient, Phase
 from service.settings import Settings
+from service.store import Store
+from service.worker.access import Access
 from service.worker.files import TranslatedFiles
 from service.worker.pipeline import Pipeline
 
@@ -20,6 +22,8 @@ class State:
     settings: Settings
     metrics: Metrics
     engine: EngineClient
+    store: Store
+    access: Access
     files: TranslatedFiles
     pipeline: Pipeline | None = None  # once the engine is READY and this worker has loaded the pairs' tokenizers
     serving: asyncio.Event = field(default_factory=asyncio.Event)  # set with the pipeline

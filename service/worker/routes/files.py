@@ -3,6 +3,7 @@ download (service.worker.files)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import PurePath
 from urllib.parse import quote
 
@@ -10,11 +11,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from service.settings import Settings
-from service.worker.dependencies import Params, ServingPipeline, state, unless_disconnected, validated
+from service.worker.access import Client
+from service.worker.dependencies import Params, ServingPipeline, client, state, unless_disconnected, validated
 from service.worker.documents import FORMATS, Limits
 from service.worker.documents.translate import translate_file as translate_document
 from service.worker.errors import InvalidRequest, NotFound
-from service.worker.files import KEPT_FILES, content_disposition, media_type, uploaded_name
+from service.worker.files import content_disposition, media_type, uploaded_name
 from service.worker.middleware import observe_pair
 from service.worker.params import upload
 from service.worker.routes.translate import ERRORS
@@ -44,12 +46,13 @@ async def translate_file(request: Request, p: ServingPipeline, values: Params) -
     data = await file.read()
 
     async def translate_texts(texts: list[str]) -> list[str]:
+        await state(request).access.count_characters(client(request), sum(map(len, texts)))
         return await p.translate_document(texts, req.source, req.target)
 
     suffix, s = PurePath(name).suffix.lower(), p.settings
     limits = Limits(chars=s.max_file_chars, nodes=s.max_file_nodes)
     translated = await unless_disconnected(request, translate_document(data, suffix, limits, translate_texts))
-    token = state(request).files.put(name, translated)
+    token = await asyncio.to_thread(state(request).files.put, client(request).owner, name, translated)
     return FileTranslated(translatedFileUrl=f"{public_base(request, s)}download_file/{token}/{quote(name, safe='')}")
 
 
@@ -65,9 +68,14 @@ def public_base(request: Request, settings: Settings) -> str:
     return f"http://{settings.host}:{settings.port}{request.scope.get('root_path', '').rstrip('/')}/"
 
 
-@router.get("/download_file/{token}/{name}", name="download_file", responses={404: {"model": ErrorBody}})
-async def download_file(request: Request, token: str, name: str) -> Response:
-    """A file translated by /translate_file (the last 256 are kept)."""
-    if (kept := state(request).files.get(token, name)) is None:
-        raise NotFound(f"No such file: translated files are kept for the last {KEPT_FILES} translations")
+@router.get("/download_file/{token}/{name}", name="download_file",
+            responses={403: {"model": ErrorBody}, 404: {"model": ErrorBody}, 503: {"model": ErrorBody}})
+async def download_file(request: Request, token: str, name: str, api_key: str | None = None) -> Response:
+    """A file translated by /translate_file, for TRANSLATOR_FILE_RETENTION_S; when keys are on, only with the key
+    that translated it."""
+    s = state(request)
+    owner = Client.of_key(await s.access.key(api_key)).owner if s.settings.keys_required else None
+    if (kept := await asyncio.to_thread(s.files.get, token, name, owner)) is None:
+        raise NotFound(f"No such file: a translated file is kept for {s.settings.file_retention_s:g} s, for the "
+                       "key that translated it")
     return Response(kept, media_type=media_type(name), headers={"Content-Disposition": content_disposition(name)})

@@ -35,8 +35,8 @@ async def frontend_settings(request: Request, p: ServingPipeline) -> FrontendSet
     return FrontendSettings(
         charLimit=s.max_chars,
         frontendTimeout=FRONTEND_TIMEOUT_MS,
-        apiKeys=bool(s.api_keys),
-        keyRequired=bool(s.api_keys),
+        apiKeys=s.keys_required,
+        keyRequired=s.keys_required,
         suggestions=False,
         filesTranslation=True,
         supportedFilesFormat=list(FORMATS),
