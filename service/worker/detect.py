@@ -51,3 +51,9 @@ class LanguageDetector:
         scores = dict(self._identifier.rank(text))
         ranked = sorted(self.languages, key=lambda code: -scores[code])  # stable: ties keep the served order
         return [(code, 100 * scores[code]) for code in ranked]
+
+
+def likeliest_language(text: str) -> tuple[str, float]:
+    """The likeliest of every language py3langid knows (served or not), with its confidence in percent."""
+    language, probability = every_language().classify(text)
+    return language, 100 * float(probability)

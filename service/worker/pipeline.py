@@ -10,20 +10,30 @@ domain error (service.worker.errors), the engine's refusals come as they are.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from core.search import Hypothesis, SearchOptions
 from service.metrics import Metrics
 from service.protocol import EngineClient
 from service.settings import Settings
-from service.worker.detect import LanguageDetector
+from service.worker.detect import LanguageDetector, likeliest_language
 from service.worker.errors import InvalidRequest, Unsupported
 from service.worker.html import HtmlText
+from service.worker.numbers import localize
 from service.worker.pairs import Pair, Pairs, language_name
 from service.worker.params import clean_text
 from service.worker.schemas import DetectedLanguage, TranslateRequest, TranslateResponse
 from service.worker.spans import Protected, protect, unprotected
-from service.worker.text import join_translations, sentences_of, split_sentences
+from service.worker.text import (
+    in_capitals,
+    join_translations,
+    ordinary_case,
+    sentences_of,
+    split_long,
+    split_sentences,
+)
 
 NOTHING_DETECTED = ("en", 0.0)  # LibreTranslate's detection of text with nothing to detect
 DOCUMENT_BATCH = 64  # texts (paragraphs, cells, cues) of a document in one internal request
@@ -40,12 +50,24 @@ class Text:
     detected: tuple[str, float] | None  # (language, confidence) when source was "auto"
     html: HtmlText | None
     segments: list[Protected]  # the text, or each text node of HTML, with its protected spans taken out
-    layouts: list[list[str]]  # one split_sentences() layout per segment
+    layouts: list[list[str]]  # one split_sentences() layout per segment, long sentences split (split_long)
+    localize: Callable[[str], str] | None  # how a number is written in the target language (numbers.localize)
     translations: list[list[str]] | None = None  # per alternative, one translation per sentence
 
     @property
     def sentences(self) -> list[str]:
         return [sentence for layout in self.layouts for sentence in sentences_of(layout)]
+
+    @property
+    def model_input(self) -> list[str]:
+        """The sentences as the model reads them: a sentence in capitals in ordinary case (it comes back in
+        capitals: set_translations)."""
+        return [ordinary_case(s) if in_capitals(s) else s for s in self.sentences]
+
+    def set_translations(self, nbest: list[list[str]]) -> None:
+        """Per alternative, the model's translation of each sentence; a sentence in capitals gets it in capitals."""
+        capitals = [in_capitals(s) for s in self.sentences]
+        self.translations = [[t.upper() if c else t for t, c in zip(alternative, capitals)] for alternative in nbest]
 
     def render(self, k: int) -> tuple[str, int]:
         """The k-th alternative of this text, in its layout and markup, its protected spans back; the text itself when
@@ -55,7 +77,8 @@ class Text:
             return self.original, 0
         segments, put_back, it = [], 0, iter(self.translations[k])
         for protected, layout in zip(self.segments, self.layouts):
-            segment, missing = protected.restore(join_translations(layout, [next(it) for _ in sentences_of(layout)]))
+            translation = join_translations(layout, [next(it) for _ in sentences_of(layout)])
+            segment, missing = protected.restore(translation, self.localize)
             segments.append(segment)
             put_back += missing
         return (self.html.render(segments) if self.html else segments[0]), put_back
@@ -85,6 +108,9 @@ class Pipeline:
             n_best=req.alternatives + 1,
             max_length_ratio=s.max_length_ratio,
             max_length=min(req.max_length or SearchOptions.max_length, self.longest_output),
+            repetition_penalty=s.repetition_penalty,
+            no_repeat_ngram_size=s.no_repeat_ngram_size,
+            ngram_repeats=s.ngram_repeats,
         )
 
     def check_texts(self, texts: list[str]) -> None:
@@ -140,6 +166,7 @@ class Pipeline:
         Otherwise with "auto", the likeliest language that has a pair into the target is taken."""
         if req.source != "auto":
             return self.pairs.pair(req.source, req.target), None
+        self.check_served(text)
         ranked = self.detector.detect(text)
         if ranked[0][0] == req.target:
             return None, ranked[0]
@@ -148,6 +175,22 @@ class Pipeline:
         if found is None:
             raise Unsupported(self.not_available(ranked[0][0], req.target))
         return self.pairs.pair(found[0], req.target), found
+
+    def check_served(self, text: str) -> None:
+        """A text of unserved_min_chars or more that the detector, over every language it knows, confidently gives
+        to a language no model serves (unserved_confidence) is refused (400), naming that language."""
+        s = self.settings
+        if sum(char.isalpha() or char.isspace() for char in text) < s.unserved_min_chars:
+            return
+        language, confidence = likeliest_language(text)
+        if language not in self.pairs.languages and confidence >= s.unserved_confidence:
+            raise Unsupported(f"the text is in {language_name(language)} ({language}), which is not served; "
+                              f"served: {', '.join(self.pairs.languages)}")
+
+    def too_long(self, pair: Pair) -> Callable[[str], bool]:
+        """Whether a sentence has more source tokens than split_tokens (and max_sentence_tokens) allow."""
+        bound = min(self.settings.split_tokens, self.settings.max_sentence_tokens)
+        return lambda sentence: len(pair.source_ids([sentence])[0]) > bound
 
     def prepare(self, original: str, text: str, req: TranslateRequest) -> Text:
         """A text of q, cleaned (`text`: clean_text's), its markup and protected spans taken out, routed and split; a
@@ -159,7 +202,11 @@ class Pipeline:
         pair, detected = self.route(visible, req) if translatable(visible) else (None, None)
         language = pair.source if pair else req.target
         layouts = [split_sentences(segment.text, language) for segment in segments]
-        return Text(original, pair, detected, html, segments, layouts)
+        if pair:
+            layouts = [split_long(layout, self.too_long(pair)) for layout in layouts]
+        numbers = partial(localize, source=pair.source, target=pair.target) if pair else None
+        return Text(original, pair, detected, html, segments, layouts, numbers if self.settings.localize_numbers
+                    else None)
 
     async def translate(self, req: TranslateRequest) -> TranslateResponse:
         """A request: at most max_chars characters, and max_request_work decoder row-steps."""
@@ -209,7 +256,7 @@ class Pipeline:
         ids = {}
         for name, group in by_pair.items():
             pair = group[0].pair
-            ids[name] = pair.source_ids([s for t in group for s in t.sentences])
+            ids[name] = pair.source_ids([s for t in group for s in t.model_input])
         opts = self.search_options(req)
         self.check_sizes([x for pair_ids in ids.values() for x in pair_ids], opts, request_limits)
         await asyncio.gather(*(self.submit(group, ids[name], opts) for name, group in by_pair.items()))
@@ -243,7 +290,7 @@ class Pipeline:
         offset = 0
         for text in texts:
             count = len(text.sentences)
-            text.translations = [alternative[offset : offset + count] for alternative in nbest]
+            text.set_translations([alternative[offset : offset + count] for alternative in nbest])
             offset += count
 
     def answer(self, req: TranslateRequest, texts: list[Text]) -> TranslateResponse:
