@@ -191,7 +191,8 @@ class Settings(BaseSettings):
     )
     unserved_confidence: float = Field(
         90.0, ge=0, le=100, description="with source `auto`, a text that the detector (over all the languages it "
-        "knows) gives to a language no model serves with at least this confidence (percent) gets 400 naming it"
+        "knows) gives to languages no model serves with at least this confidence (percent, together) gets 400 "
+        "naming the likeliest"
     )
     unserved_min_chars: int = Field(
         20, ge=0, description="texts shorter than this (letters and spaces) are never refused as an unserved "

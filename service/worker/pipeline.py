@@ -18,7 +18,7 @@ from core.search import Hypothesis, SearchOptions
 from service.metrics import Metrics
 from service.protocol import EngineClient
 from service.settings import Settings
-from service.worker.detect import LanguageDetector, likeliest_language
+from service.worker.detect import LanguageDetector, unserved_language
 from service.worker.errors import InvalidRequest, Unsupported
 from service.worker.html import HtmlText
 from service.worker.numbers import localize
@@ -178,12 +178,12 @@ class Pipeline:
 
     def check_served(self, text: str) -> None:
         """A text of unserved_min_chars or more that the detector, over every language it knows, confidently gives
-        to a language no model serves (unserved_confidence) is refused (400), naming that language."""
+        to languages no model serves (unserved_confidence) is refused (400), naming the likeliest."""
         s = self.settings
         if sum(char.isalpha() or char.isspace() for char in text) < s.unserved_min_chars:
             return
-        language, confidence = likeliest_language(text)
-        if language not in self.pairs.languages and confidence >= s.unserved_confidence:
+        language, confidence = unserved_language(text, self.pairs.languages)
+        if confidence >= s.unserved_confidence:
             raise Unsupported(f"the text is in {language_name(language)} ({language}), which is not served; "
                               f"served: {', '.join(self.pairs.languages)}")
 
