@@ -24,6 +24,7 @@ from service.worker.html import HtmlText
 from service.worker.numbers import localize
 from service.worker.pairs import Pair, Pairs, language_name
 from service.worker.params import clean_text
+from service.worker.projection import bare, markup_placeholders, project
 from service.worker.schemas import DetectedLanguage, TranslateRequest, TranslateResponse
 from service.worker.spans import Protected, protect, unprotected
 from service.worker.text import (
@@ -52,6 +53,7 @@ class Text:
     segments: list[Protected]  # the text, or each text node of HTML, with its protected spans taken out
     layouts: list[list[str]]  # one split_sentences() layout per segment, long sentences split (split_long)
     localize: Callable[[str], str] | None  # how a number is written in the target language (numbers.localize)
+    tags: list[set[str]]  # per sentence, its inline markup's placeholders (projected: service.worker.projection)
     translations: list[list[str]] | None = None  # per alternative, one translation per sentence
 
     @property
@@ -61,13 +63,20 @@ class Text:
     @property
     def model_input(self) -> list[str]:
         """The sentences as the model reads them: a sentence in capitals in ordinary case (it comes back in
-        capitals: set_translations)."""
-        return [ordinary_case(s) if in_capitals(s) else s for s in self.sentences]
+        capitals), and after them, each sentence with inline markup again without it (set_translations)."""
+        ordinary = [ordinary_case(s) if in_capitals(s) else s for s in self.sentences]
+        return ordinary + [bare(s, tags) for s, tags in zip(ordinary, self.tags) if tags]
 
     def set_translations(self, nbest: list[list[str]]) -> None:
-        """Per alternative, the model's translation of each sentence; a sentence in capitals gets it in capitals."""
+        """Per alternative, the model's translation of each of model_input: a sentence's in capitals where it was in
+        capitals, with its markup projected onto its translation without markup."""
         capitals = [in_capitals(s) for s in self.sentences]
-        self.translations = [[t.upper() if c else t for t, c in zip(alternative, capitals)] for alternative in nbest]
+        self.translations = []
+        for alternative in nbest:
+            bare_translations = iter(alternative[len(capitals) :])
+            projected = [project(t, next(bare_translations), tags) if tags else t
+                         for t, tags in zip(alternative, self.tags)]
+            self.translations.append([t.upper() if c else t for t, c in zip(projected, capitals)])
 
     def render(self, k: int) -> tuple[str, int]:
         """The k-th alternative of this text, in its layout and markup, its protected spans back; the text itself when
@@ -192,9 +201,10 @@ class Pipeline:
         bound = min(self.settings.split_tokens, self.settings.max_sentence_tokens)
         return lambda sentence: len(pair.source_ids([sentence])[0]) > bound
 
-    def prepare(self, original: str, text: str, req: TranslateRequest) -> Text:
+    def prepare(self, original: str, text: str, req: TranslateRequest, markup: bool) -> Text:
         """A text of q, cleaned (`text`: clean_text's), its markup and protected spans taken out, routed and split; a
-        text with nothing to translate is given back as it came (`original`)."""
+        text with nothing to translate is given back as it came (`original`). `markup`: its texts hold inline
+        markup's placeholders (HTML, a document's texts), projected onto the translation without them."""
         html = HtmlText(text) if req.format == "html" else None
         segments = [protect(segment) if self.settings.protect_spans else unprotected(segment)
                     for segment in (html.texts if html else [text])]
@@ -205,12 +215,15 @@ class Pipeline:
         if pair:
             layouts = [split_long(layout, self.too_long(pair)) for layout in layouts]
         numbers = partial(localize, source=pair.source, target=pair.target) if pair else None
-        return Text(original, pair, detected, html, segments, layouts, numbers if self.settings.localize_numbers
-                    else None)
+        tags = [{p for p in (markup_placeholders(segment) if markup else ()) if p in sentence}
+                for segment, layout in zip(segments, layouts) for sentence in sentences_of(layout)]
+        return Text(original, pair, detected, html, segments, layouts,
+                    numbers if self.settings.localize_numbers else None, tags)
 
     async def translate(self, req: TranslateRequest) -> TranslateResponse:
         """A request: at most max_chars characters, and max_request_work decoder row-steps."""
-        return await self.run(req, [req.q] if isinstance(req.q, str) else req.q, request_limits=True)
+        return await self.run(req, [req.q] if isinstance(req.q, str) else req.q, request_limits=True,
+                              markup=req.format == "html")
 
     async def translate_document(self, texts: list[str], source: str, target: str) -> list[str]:
         """A document's texts (service.worker.documents; TRANSLATOR_MAX_FILE_CHARS bounds it when it is read, not
@@ -226,7 +239,7 @@ class Pipeline:
         async def batch(begin: int) -> None:
             req = check.model_copy(update={"q": texts[begin : begin + DOCUMENT_BATCH]})
             async with running:
-                answer = await self.run(req, req.q, request_limits=False)
+                answer = await self.run(req, req.q, request_limits=False, markup=True)
             translated[begin : begin + DOCUMENT_BATCH] = answer.translatedText
 
         await asyncio.gather(*(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH)))
@@ -241,14 +254,15 @@ class Pipeline:
         pair, _ = self.route(sample, TranslateRequest(q=sample, source="auto", target=target))
         return pair.source if pair else target
 
-    async def run(self, req: TranslateRequest, texts: list[str], request_limits: bool) -> TranslateResponse:
+    async def run(self, req: TranslateRequest, texts: list[str], request_limits: bool,
+                  markup: bool) -> TranslateResponse:
         """Clean, route, split, tokenize and submit the texts; `request_limits`: a request's max_chars and
-        max_request_work hold (a document has its own limit, checked when it is read)."""
+        max_request_work hold (a document has its own limit, checked when it is read); `markup`: prepare's."""
         cleaned = [clean_text(text) for text in texts]
         if request_limits:
             self.check_texts(cleaned)
         self.check(req)
-        prepared = [self.prepare(original, text, req) for original, text in zip(texts, cleaned)]
+        prepared = [self.prepare(original, text, req, markup) for original, text in zip(texts, cleaned)]
         by_pair: dict[str, list[Text]] = {}
         for text in prepared:
             if text.pair and text.sentences:
@@ -289,7 +303,7 @@ class Pipeline:
         nbest = [pair.tokenizer.decode([nth(h, k).tokens for h in hyps]) for k in range(opts.n_best)]
         offset = 0
         for text in texts:
-            count = len(text.sentences)
+            count = len(text.model_input)
             text.set_translations([alternative[offset : offset + count] for alternative in nbest])
             offset += count
 

@@ -1,0 +1,35 @@
+"""Inline markup projected onto the translation without it (service.worker.projection)."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.worker.projection import bare, markup_placeholders, project
+from service.worker.spans import protect
+
+
+def test_markup_placeholders_are_the_spans_that_stand_for_markup_numbers():
+    protected = protect("The 7301 red 7318 car costs 2024 dollars at https://example.com/a.")
+    kinds = {protected.spans[p] for p in markup_placeholders(protected)}
+    assert kinds == {"7301", "7318"}
+
+
+def test_bare_is_the_sentence_without_its_markup():
+    assert bare("The 7335 red 7352 car is very fast.", ["7335", "7352"]) == "The red car is very fast."
+    assert bare("7335 Hello 7352, world 7369.", ["7335", "7352", "7369"]) == "Hello, world."
+
+
+@pytest.mark.parametrize(("marked", "plain", "expected"), [
+    # the marked translation dropped "Auto": the bare one keeps it, the tags wrap the same word
+    ("Die 7335 rote 7352 ist sehr schnell.", "Das rote Auto ist sehr schnell.",
+     "Das 7335 rote 7352 Auto ist sehr schnell."),
+    ("Klicken Sie 7335 hier 7352, dann warten.", "Klicken Sie hier, dann warten Sie.",
+     "Klicken Sie 7335 hier 7352, dann warten Sie."),
+    ("7335 Hallo 7352", "Hallo Welt!", "7335 Hallo 7352 Welt!"),
+    ("Nichts hier.", "Gar nichts.", "Gar nichts."),  # both lost: put back by place later (spans.restore)
+])
+def test_each_placeholder_goes_where_the_marked_translation_put_it(marked: str, plain: str, expected: str):
+    placeholders = ["7335", "7352"]
+    projected = project(marked, plain, placeholders)
+    assert projected == expected
+    assert bare(projected, placeholders) == plain
