@@ -22,6 +22,9 @@ MAX_UNPACKED = 256 << 20  # bytes: a book's text with its images fits many times
 XML_MEMBERS = (".xml", ".rels", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".svg")
 
 
+SAFE_XML = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
+
+
 def open_package(data: bytes, kind: str) -> zipfile.ZipFile:
     """The zip in `data`, its size and its XML checked (see the module's docstring); `kind` names it in errors."""
     try:
@@ -41,9 +44,8 @@ def open_package(data: bytes, kind: str) -> zipfile.ZipFile:
 
 def check_xml(data: bytes, name: str) -> None:
     """Refuse XML that declares entities or is malformed or nested past libxml2's 256 levels."""
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
     try:
-        root = etree.fromstring(data, parser)
+        root = etree.fromstring(data, SAFE_XML)
     except etree.XMLSyntaxError as error:
         raise InvalidRequest(f"{name} is not well-formed XML: {error}") from None
     dtd = root.getroottree().docinfo.internalDTD

@@ -15,6 +15,14 @@ from service.worker.markup import Unit
 WHOLE_PAGE = re.compile(r"<(?:html|body|head)[\s>]|<!doctype", re.IGNORECASE)
 
 
+def set_language(soup: BeautifulSoup, language: str) -> None:
+    """The page's (or XHTML document's) html element in `language`: lang, and xml:lang where it has one."""
+    if (root := soup.find("html")) is not None:
+        root["lang"] = language
+        if root.has_attr("xml:lang"):
+            root["xml:lang"] = language
+
+
 class WebPage:
     def __init__(self, data: bytes, suffix: str) -> None:
         text = decode(data, suffix)
@@ -23,8 +31,9 @@ class WebPage:
         self.html = HtmlUnits(self.soup)
         self.units: list[Unit] = self.html.units
 
-    def write(self, translations: list[Unit]) -> bytes:
+    def write(self, translations: list[Unit], language: str) -> bytes:
         self.html.write(translations)
+        set_language(self.soup, language)
         body = self.soup.body
         if self.fragment and body is not None:
             return body.decode_contents(formatter=HTML_FORMATTER).encode("utf-8")

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from service.worker.dependencies import Params, ServingPipeline, state, unless_disconnected, validated
-from service.worker.documents import FORMATS
+from service.worker.documents import FORMATS, translated_name
 from service.worker.documents.translate import translate_file as translate_document
 from service.worker.errors import InvalidRequest, NotFound
 from service.worker.files import KEPT_FILES, content_disposition, media_type, uploaded_name
@@ -46,7 +46,9 @@ async def translate_file(request: Request, p: ServingPipeline, values: Params) -
         return await p.translate_document(texts, req.source, req.target)
 
     suffix, limit = PurePath(name).suffix.lower(), p.settings.max_file_chars
-    translated = await unless_disconnected(request, translate_document(data, suffix, limit, translate_texts))
+    translated = await unless_disconnected(request, translate_document(data, suffix, limit, translate_texts,
+                                                                       req.target))
+    name = translated_name(name, req.target)  # as the CLI names it: story.de.docx
     token = state(request).files.put(name, translated)
     return FileTranslated(translatedFileUrl=f"{request.base_url}download_file/{token}/{quote(name, safe='')}")
 
