@@ -48,7 +48,7 @@ from service.launch import running_service
 PROBES = REPO / "tests" / "data" / "real_world"
 TATOEBA = multi30k_dir().parent / "tatoeba-en-de"
 OTHER = {"en": "de", "de": "en"}
-BATCH, AT_ONCE = 32, 8
+BATCH, AT_ONCE, RETRIES = 32, 8, 5
 DIGITS = re.compile(r"\d+")
 
 
@@ -71,8 +71,13 @@ class Client:
     async def post(self, client: httpx.AsyncClient, q: str | list[str], source: str, target: str,
                    **fields: str) -> httpx.Response:
         async with self.running:
-            return await client.post(self.url + "/translate",
-                                     json={"q": q, "source": source, "target": target, **fields})
+            for _ in range(RETRIES):  # an engine busy past TRANSLATOR_ENGINE_TIMEOUT_S answers 503: asked again
+                answer = await client.post(self.url + "/translate",
+                                           json={"q": q, "source": source, "target": target, **fields})
+                if answer.status_code != 503:
+                    break
+                await asyncio.sleep(1)
+            return answer
 
     async def translate(self, texts: list[str], source: str, target: str, **fields: str) -> list[str]:
         """Each text's translation, BATCH texts a request."""
