@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.worker.projection import bare, markup_placeholders, project
+from service.worker.projection import bare, markup_placeholders, plain_numbering, project
 from service.worker.spans import protect
 
 
@@ -14,9 +14,14 @@ def test_markup_placeholders_are_the_spans_that_stand_for_markup_numbers():
     assert kinds == {"7301", "7318"}
 
 
-def test_bare_is_the_sentence_without_its_markup():
-    assert bare("The 7335 red 7352 car is very fast.", ["7335", "7352"]) == "The red car is very fast."
-    assert bare("7335 Hello 7352, world 7369.", ["7335", "7352", "7369"]) == "Hello, world."
+def test_bare_is_the_sentence_without_its_markup_as_the_sentence_without_markup_reads():
+    assert bare("The 7335 red 7352 car is very fast.", ["7335", "7352"], {}) == "The red car is very fast."
+    assert bare("7335 Hello 7352, world 7369.", ["7335", "7352", "7369"], {}) == "Hello, world."
+    marked = protect("In 7301 2024 7318 we moved, see https://example.com/a.")  # <b>2024</b>
+    tags = markup_placeholders(marked)
+    numbering = plain_numbering(marked, tags)
+    plain = protect("In 2024 we moved, see https://example.com/a.")
+    assert bare(marked.text, tags, numbering) == plain.text
 
 
 @pytest.mark.parametrize(("marked", "plain", "expected"), [
@@ -30,6 +35,11 @@ def test_bare_is_the_sentence_without_its_markup():
 ])
 def test_each_placeholder_goes_where_the_marked_translation_put_it(marked: str, plain: str, expected: str):
     placeholders = ["7335", "7352"]
-    projected = project(marked, plain, placeholders)
+    projected = project(marked, plain, placeholders, {})
     assert projected == expected
-    assert bare(projected, placeholders) == plain
+    assert bare(projected, placeholders, {}) == plain
+
+
+def test_the_bare_translation_gets_the_marked_numbering_back():
+    numbering = {"7352": "7301"}  # the span 7352 of the marked sentence is 7301 without markup
+    assert project("Im 7335 Jahr 7369 7352.", "Im Jahr 7301.", ["7335", "7369"], numbering) == "Im 7335 Jahr 7369 7352."

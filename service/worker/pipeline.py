@@ -24,7 +24,7 @@ from service.worker.html import HtmlText
 from service.worker.numbers import localize
 from service.worker.pairs import Pair, Pairs, language_name
 from service.worker.params import clean_text
-from service.worker.projection import bare, markup_placeholders, project
+from service.worker.projection import bare, markup_placeholders, plain_numbering, project
 from service.worker.schemas import DetectedLanguage, TranslateRequest, TranslateResponse
 from service.worker.spans import Protected, protect, unprotected
 from service.worker.text import (
@@ -53,7 +53,9 @@ class Text:
     segments: list[Protected]  # the text, or each text node of HTML, with its protected spans taken out
     layouts: list[list[str]]  # one split_sentences() layout per segment, long sentences split (split_long)
     localize: Callable[[str], str] | None  # how a number is written in the target language (numbers.localize)
-    tags: list[set[str]]  # per sentence, its inline markup's placeholders (projected: service.worker.projection)
+    # per sentence, its inline markup's placeholders, and how its other ones are numbered without markup
+    # (service.worker.projection)
+    tags: list[tuple[set[str], dict[str, str]]]
     translations: list[list[str]] | None = None  # per alternative, one translation per sentence
 
     @property
@@ -65,7 +67,7 @@ class Text:
         """The sentences as the model reads them: a sentence in capitals in ordinary case (it comes back in
         capitals), and after them, each sentence with inline markup again without it (set_translations)."""
         ordinary = [ordinary_case(s) if in_capitals(s) else s for s in self.sentences]
-        return ordinary + [bare(s, tags) for s, tags in zip(ordinary, self.tags) if tags]
+        return ordinary + [bare(s, tags, numbering) for s, (tags, numbering) in zip(ordinary, self.tags) if tags]
 
     def set_translations(self, nbest: list[list[str]]) -> None:
         """Per alternative, the model's translation of each of model_input: a sentence's in capitals where it was in
@@ -74,8 +76,8 @@ class Text:
         self.translations = []
         for alternative in nbest:
             bare_translations = iter(alternative[len(capitals) :])
-            projected = [project(t, next(bare_translations), tags) if tags else t
-                         for t, tags in zip(alternative, self.tags)]
+            projected = [project(t, next(bare_translations), tags, numbering) if tags else t
+                         for t, (tags, numbering) in zip(alternative, self.tags)]
             self.translations.append([t.upper() if c else t for t, c in zip(projected, capitals)])
 
     def render(self, k: int) -> tuple[str, int]:
@@ -215,8 +217,11 @@ class Pipeline:
         if pair:
             layouts = [split_long(layout, self.too_long(pair)) for layout in layouts]
         numbers = partial(localize, source=pair.source, target=pair.target) if pair else None
-        tags = [{p for p in (markup_placeholders(segment) if markup else ()) if p in sentence}
-                for segment, layout in zip(segments, layouts) for sentence in sentences_of(layout)]
+        tags = []
+        for segment, layout in zip(segments, layouts):
+            found = markup_placeholders(segment) if markup else set()
+            numbering = plain_numbering(segment, found) if found else {}
+            tags += [({p for p in found if p in sentence}, numbering) for sentence in sentences_of(layout)]
         return Text(original, pair, detected, html, segments, layouts,
                     numbers if self.settings.localize_numbers else None, tags)
 
