@@ -9,7 +9,7 @@ HTTP), and measures on the probe sets of tests/data/real_world (written for it) 
 - BLEU and chrF of Multi30k test_2016_flickr and Tatoeba test, both directions, greedy (with --baseline DIR, also
   of the service of another checkout, e.g. `git archive` of the commit before);
 - collisions: 1,000 generated texts mixing four-digit numbers (placeholder numbers among them, some with a
-  thousands separator) with inline markup, sent 8 at a time as HTML and as plain text, and 40 of them as .docx
+  thousands separator) with inline markup, sent 4 at a time as HTML and as plain text, and 40 of them as .docx
   files; a collision is a text whose translation does not hold each number of the source exactly as often;
 - long sentences: 300-word sentences made of the probe sentences; each must be translated (200), and no word 4-gram
   may occur more than twice beyond its count in the source;
@@ -29,8 +29,10 @@ import asyncio
 import io
 import random
 import re
+import subprocess
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import docx
@@ -48,7 +50,7 @@ from service.launch import running_service
 PROBES = REPO / "tests" / "data" / "real_world"
 TATOEBA = multi30k_dir().parent / "tatoeba-en-de"
 OTHER = {"en": "de", "de": "en"}
-BATCH, AT_ONCE, RETRIES = 32, 8, 5
+BATCH, AT_ONCE, RETRIES = 32, 4, 60
 DIGITS = re.compile(r"\d+")
 
 
@@ -76,7 +78,7 @@ class Client:
                                            json={"q": q, "source": source, "target": target, **fields})
                 if answer.status_code != 503:
                     break
-                await asyncio.sleep(1)
+                await asyncio.sleep(2)
             return answer
 
     async def translate(self, texts: list[str], source: str, target: str, **fields: str) -> list[str]:
@@ -331,8 +333,12 @@ def main(argv: list[str] | None = None) -> dict:
             results["bleu_baseline"] = bleu(Client(service.url))
     (args.out_dir / "real-world-service.log").unlink(missing_ok=True)
     (args.out_dir / "real-world-baseline.log").unlink(missing_ok=True)
-    markdown = report(results, command_line("bench.studies.real_world", argv))
-    write_results(args.out_dir, "real-world", {"environment": environment([]), "results": results}, markdown)
+    command = command_line("bench.studies.real_world", argv)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    markdown = report(results, command).replace("\n\nShipped", f"\n\nCommit {commit}, {when}.\n\nShipped", 1)
+    write_results(args.out_dir, "real-world", {"command": command, "commit": commit, "date": when,
+                                               "environment": environment([]), "results": results}, markdown)
     print(markdown)
     return results
 
@@ -343,7 +349,7 @@ def report(results: dict, command: str) -> str:
         *[[f"numbers kept or localized, {k}", f"{v['kept_percent']:.1f} % of {v['sentences']} sentences "
            f"({v['numbers']} runs of digits; {v['runs_lost']} lost, {v['runs_made_up']} made up)"]
           for k, v in n.items()],
-        ["placeholder collisions", f"{c['collisions']} of {c['texts']} texts (HTML and plain, 8 at a time), "
+        ["placeholder collisions", f"{c['collisions']} of {c['texts']} texts (HTML and plain, {AT_ONCE} at a time), "
          f"{c['document_collisions']} of {c['documents']} .docx; tags lost: {c['tags_lost']}"],
         *[[f"300-word sentences, {k}", f"{v['translated_percent']:.0f} % of {v['sentences']} translated, "
            f"{v['with_a_4gram_over_twice_beyond_the_source']} with a 4-gram over twice beyond the source"]
