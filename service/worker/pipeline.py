@@ -203,10 +203,11 @@ class Pipeline:
         bound = min(self.settings.split_tokens, self.settings.max_sentence_tokens)
         return lambda sentence: len(pair.source_ids([sentence])[0]) > bound
 
-    def prepare(self, original: str, text: str, req: TranslateRequest, markup: bool) -> Text:
+    def prepare(self, original: str, text: str, req: TranslateRequest) -> Text:
         """A text of q, cleaned (`text`: clean_text's), its markup and protected spans taken out, routed and split; a
-        text with nothing to translate is given back as it came (`original`). `markup`: its texts hold inline
-        markup's placeholders (HTML, a document's texts), projected onto the translation without them."""
+        text with nothing to translate is given back as it came (`original`). Inline markup's placeholders (of HTML,
+        of a document's texts however they come: the CLI sends them to /translate) are projected onto the
+        translation without them (service.worker.projection)."""
         html = HtmlText(text) if req.format == "html" else None
         segments = [protect(segment) if self.settings.protect_spans else unprotected(segment)
                     for segment in (html.texts if html else [text])]
@@ -219,7 +220,7 @@ class Pipeline:
         numbers = partial(localize, source=pair.source, target=pair.target) if pair else None
         tags = []
         for segment, layout in zip(segments, layouts):
-            found = markup_placeholders(segment) if markup else set()
+            found = markup_placeholders(segment)
             numbering = plain_numbering(segment, found) if found else {}
             tags += [({p for p in found if p in sentence}, numbering) for sentence in sentences_of(layout)]
         return Text(original, pair, detected, html, segments, layouts,
@@ -227,8 +228,7 @@ class Pipeline:
 
     async def translate(self, req: TranslateRequest) -> TranslateResponse:
         """A request: at most max_chars characters, and max_request_work decoder row-steps."""
-        return await self.run(req, [req.q] if isinstance(req.q, str) else req.q, request_limits=True,
-                              markup=req.format == "html")
+        return await self.run(req, [req.q] if isinstance(req.q, str) else req.q, request_limits=True)
 
     async def translate_document(self, texts: list[str], source: str, target: str) -> list[str]:
         """A document's texts (service.worker.documents; TRANSLATOR_MAX_FILE_CHARS bounds it when it is read, not
@@ -244,7 +244,7 @@ class Pipeline:
         async def batch(begin: int) -> None:
             req = check.model_copy(update={"q": texts[begin : begin + DOCUMENT_BATCH]})
             async with running:
-                answer = await self.run(req, req.q, request_limits=False, markup=True)
+                answer = await self.run(req, req.q, request_limits=False)
             translated[begin : begin + DOCUMENT_BATCH] = answer.translatedText
 
         await asyncio.gather(*(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH)))
@@ -259,15 +259,14 @@ class Pipeline:
         pair, _ = self.route(sample, TranslateRequest(q=sample, source="auto", target=target))
         return pair.source if pair else target
 
-    async def run(self, req: TranslateRequest, texts: list[str], request_limits: bool,
-                  markup: bool) -> TranslateResponse:
+    async def run(self, req: TranslateRequest, texts: list[str], request_limits: bool) -> TranslateResponse:
         """Clean, route, split, tokenize and submit the texts; `request_limits`: a request's max_chars and
-        max_request_work hold (a document has its own limit, checked when it is read); `markup`: prepare's."""
+        max_request_work hold (a document has its own limit, checked when it is read)."""
         cleaned = [clean_text(text) for text in texts]
         if request_limits:
             self.check_texts(cleaned)
         self.check(req)
-        prepared = [self.prepare(original, text, req, markup) for original, text in zip(texts, cleaned)]
+        prepared = [self.prepare(original, text, req) for original, text in zip(texts, cleaned)]
         by_pair: dict[str, list[Text]] = {}
         for text in prepared:
             if text.pair and text.sentences:
