@@ -196,11 +196,11 @@ def test_file_names_never_give_a_500_and_refused_uploads_leave_nothing(server: R
     assert "500" not in statuses.values(), statuses
     assert statuses["upload 日本語.txt"] == statuses["download 日本語.txt"] == "200", statuses
     assert statuses["Content-Disposition 日本語.txt"] == (
-        "attachment; filename=\"___.txt\"; filename*=UTF-8''%E6%97%A5%E6%9C%AC%E8%AA%9E.txt"
+        "attachment; filename=\"___.de.txt\"; filename*=UTF-8''%E6%97%A5%E6%9C%AC%E8%AA%9E.de.txt"
     )
     assert statuses["upload 300 characters"] == statuses["upload NUL byte"] == "400", statuses
     assert statuses['Content-Disposition "'] == (
-        "attachment; filename=\"say _hi_.txt\"; filename*=UTF-8''say%20%22hi%22.txt"
+        "attachment; filename=\"say _hi_.de.txt\"; filename*=UTF-8''say%20%22hi%22.de.txt"
     )
     for case in ("5,000-character name", "5,000-character token", "no token", "NUL byte"):
         assert statuses[f"download {case}"] == "404", statuses
