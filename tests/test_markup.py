@@ -144,16 +144,13 @@ def test_siblings_the_model_made_overlap_are_kept_apart():
     assert html(unmark("7301 eins 7335 und 7318 zwei 7352 drei", marked)) == "<b>eins und</b> <i>zwei</i> drei"
 
 
-def test_placeholders_are_numbers_the_text_does_not_hold_and_spans_keep_them():
-    """The markup's placeholders stand for themselves as spans (the model reads what mark() wrote); the text's own
-    numbers and other spans pick numbers the marked text does not hold."""
-    marked = mark(unit("Room 2024 is ", "<b>", "free", "</b>", ", mail a@b.de"))
-    assert marked.text.startswith("Room 2024 is 7301 free 7318")
+def test_placeholders_are_numbers_the_text_does_not_hold_and_spans_pick_others():
+    marked = mark(unit("Room 7301 is ", "<b>", "free", "</b>", ", mail a@b.de"))
+    assert "7318" in marked.text and marked.text.count("7301") == 1
     protected = protect(marked.text)
-    assert {p: s for p, s in protected.spans.items() if p in marked.groups} == {"7301": "7301", "7318": "7318"}
-    assert not {p for p, s in protected.spans.items() if p != s} & set(marked.groups)
+    assert set(protected.spans).isdisjoint(marked.groups)
     translated, _ = protected.restore(protected.text.replace("is", "ist"))
-    assert html(unmark(translated, marked)) == "Room 2024 ist <b>free</b>, mail a@b.de"
+    assert html(unmark(translated, marked)) == "Room 7301 ist <b>free</b>, mail a@b.de"
 
 
 def test_a_unit_without_text_or_tags_comes_back_as_it_is():

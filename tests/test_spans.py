@@ -50,9 +50,8 @@ def test_every_digit_of_the_text_is_in_a_span():
 
 
 def test_placeholders_are_numbers_the_text_does_not_hold_even_with_separators():
-    """A number of the placeholder sequence (inline markup's) is its own placeholder; others avoid the text's."""
     protected = protect("Call 7301 or 7,318 or write to a@b.de or c@d.de.")
-    assert protected.spans["7301"] == "7301" and "7318" not in protected.spans
+    assert not {"7301", "7318"} & set(protected.spans)
     assert set(protected.spans.values()) == {"7301", "7,318", "a@b.de", "c@d.de"}
 
 

@@ -89,7 +89,7 @@ class Text:
         segments, put_back, it = [], 0, iter(self.translations[k])
         for protected, layout in zip(self.segments, self.layouts):
             translation = join_translations(layout, [next(it) for _ in sentences_of(layout)])
-            segment, missing = protected.restore(translation, self.localize, markup=self.html is not None)
+            segment, missing = protected.restore(translation, self.localize)
             segments.append(segment)
             put_back += missing
         return (self.html.render(segments) if self.html else segments[0]), put_back

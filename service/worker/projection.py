@@ -7,9 +7,8 @@ its other placeholders numbered as in the sentence without markup: exactly what 
 is very fast."). The answer is the bare translation with each placeholder put where the marked translation put it:
 the two translations are aligned word by word (difflib), and a placeholder goes after the bare translation's word
 that the word before it aligns with (or before the one that the word after it aligns with). Its words are then the
-words of the sentence without markup. Where the marked translation lost a placeholder (or ran two together:
-"73352"), nothing tells where its tag goes in the bare one: the marked translation is the answer, and its tags are
-put back by place (service.worker.markup).
+words of the sentence without markup; a placeholder the marked translation lost stays lost here too, and is put
+back by place afterwards (service.worker.spans).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from difflib import SequenceMatcher
 
 import regex
 
-from service.worker.spans import HELD, Protected, is_placeholder, placeholder_pattern, protect
+from service.worker.spans import FIRST_PLACEHOLDER, HELD, PLACEHOLDER_STEP, Protected, placeholder_pattern, protect
 
 TOKEN = regex.compile(r"\w+|[^\w\s]")
 CLOSING = regex.compile(r"(?<=\d) (?=[.,;:!?)\]}»…])")
@@ -29,7 +28,8 @@ def markup_placeholders(protected: Protected) -> set[str]:
     """The placeholders of `protected` that stand for inline markup's own placeholders (markup.mark takes its numbers
     from spans.placeholder_numbers; a number of the text that happens to be one is projected as a tag is, by
     place, and comes back all the same)."""
-    return {placeholder for placeholder, span in protected.spans.items() if is_placeholder(span)}
+    return {placeholder for placeholder, span in protected.spans.items() if span.isdigit()
+            and int(span) >= FIRST_PLACEHOLDER and (int(span) - FIRST_PLACEHOLDER) % PLACEHOLDER_STEP == 0}
 
 
 def plain_numbering(protected: Protected, tags: Collection[str]) -> dict[str, str]:
@@ -65,14 +65,14 @@ def bare(sentence: str, tags: Collection[str], numbering: dict[str, str]) -> str
 def project(marked: str, plain: str, placeholders: Collection[str], numbering: dict[str, str]) -> str:
     """The translation `plain` (of bare(), its placeholders numbered by `numbering`) with each placeholder that the
     translation `marked` holds, where it holds it, and the other placeholders as `marked` numbers them."""
-    plain, marked_translation = renamed(plain, {new: old for old, new in numbering.items()}), marked
+    plain = renamed(plain, {new: old for old, new in numbering.items()})
     found = []  # (where it stood in the marked translation without placeholders, placeholder)
     for placeholder in placeholders:
         if match := regex.search(placeholder_pattern(placeholder), marked):
             found.append((match.start(), placeholder))
             marked = f"{marked[: match.start()]}{HELD * len(match.group())}{marked[match.end() :]}"
-    if len(found) < len(placeholders):  # the model lost or ran together some: markup.unmark puts them back by place
-        return marked_translation
+    if not found:
+        return plain
     clean = marked.replace(HELD, " ")  # placeholders out, offsets kept
     marked_tokens = [(m.start(), m.group().lower()) for m in TOKEN.finditer(clean)]
     plain_tokens = list(TOKEN.finditer(plain))

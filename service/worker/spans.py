@@ -67,12 +67,10 @@ class Protected:
     numbers: set[str] = field(default_factory=set)  # the placeholders of numbers (the kind "number")
     held: bool = True  # whether the spans were taken out (False: TRANSLATOR_PROTECT_SPANS=false, nothing to do)
 
-    def restore(self, translation: str, localize: Callable[[str], str] | None = None,
-                markup: bool = False) -> tuple[str, int]:
+    def restore(self, translation: str, localize: Callable[[str], str] | None = None) -> tuple[str, int]:
         """The translation with each placeholder's span back (a number's as `localize` writes it); how many had to be
         put back by place. Digits the model made up (a second copy of a placeholder, two run together: "73018", a
-        number of its own) are taken out first. `markup`: the text is inline markup's (HTML), whose unmark() puts
-        back the placeholders that stand for themselves, where its tags belong."""
+        number of its own) are taken out first."""
         if not self.held:
             return translation, 0
         translation = translation.replace(HELD, "")
@@ -89,7 +87,7 @@ class Protected:
                 span = localize(span)
             if placeholder in found:
                 translation = translation.replace(found[placeholder], span, 1)
-            elif not (markup and span == placeholder):
+            else:
                 translation = insert_at_word_boundary(translation, span, self.places[placeholder])
                 missing += 1
         return translation, missing
@@ -112,12 +110,6 @@ def placeholder_numbers(text: str) -> Iterator[str]:
     return (str(n) for n in count(FIRST_PLACEHOLDER, PLACEHOLDER_STEP) if str(n) not in text and str(n) not in plain)
 
 
-def is_placeholder(number: str) -> bool:
-    """Whether a number is one of the sequence placeholder_numbers() takes its numbers from."""
-    return (number.isdigit() and number[0] != "0" and int(number) >= FIRST_PLACEHOLDER
-            and (int(number) - FIRST_PLACEHOLDER) % PLACEHOLDER_STEP == 0)
-
-
 def made_of_placeholders(number: str, placeholders: Iterable[str], source: str) -> bool:
     """Whether a number of a translation is what the model made of placeholders (a second copy, two run together:
     "7301 an 7318" as "730118"): it begins as a placeholder does, and the source (thousands separators and
@@ -136,9 +128,7 @@ def protect(text: str) -> Protected:
     spans, places, pieces, end, numbers = {}, {}, [], 0, set()
     free = placeholder_numbers(text)
     for match in SPANS.finditer(text):
-        # inline markup's placeholders (a number of the sequence) stand for themselves: the model reads them as mark()
-        # wrote them
-        placeholder = match.group() if is_placeholder(match.group()) else next(free)
+        placeholder = next(free)
         spans[placeholder] = match.group()
         if match.lastgroup == "number":
             numbers.add(placeholder)
