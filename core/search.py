@@ -30,6 +30,7 @@ from typing import Protocol
 
 import numpy as np
 
+from core import guards
 from core.folder import ModelConfig
 
 
@@ -72,6 +73,10 @@ class SearchOptions:
     # the token decoding must begin with (ModelConfig.forced_token: a many-to-many model's target language), at
     # log-probability 0, as transformers' ForcedBOSTokenLogitsProcessor makes it; None: the model's choice
     forced_token: int | None = None
+    # repetition guards (core.guards): CTranslate2's options, and how often an n-gram may occur; off by default
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
+    ngram_repeats: int = 1
 
     def longest(self, source_length: int, cfg: ModelConfig | None = None) -> int:
         """The most tokens (</s> included) a translation of a source of this many tokens may have: the decoding
@@ -137,6 +142,7 @@ class RunningBatch:
         self.forced = np.zeros(0, dtype=np.int64)  # SearchOptions.forced_token, -1 for none
         self.widest = 0  # the largest beam size
         self.forcing = False  # whether some sentence's next step is its first, with a forced token
+        self.guarded = False  # whether some sentence has repetition guards (core.guards)
         # per row
         self.tokens = np.zeros(0, dtype=np.int64)  # its last token, read at the next step
         self.scores = np.zeros(0, dtype=np.float64)  # its log-probability so far (beams only)
@@ -162,6 +168,7 @@ class RunningBatch:
         self.forced = np.concatenate([self.forced, np.array(forced, dtype=np.int64)])
         self.widest = int(self.beam_sizes.max())
         self.forcing |= max(forced) >= 0
+        self.guarded |= any(map(guards.wanted, options))
         first = np.concatenate([[True] + [False] * (k - 1) for k in beam_sizes])  # at first all beams are the
         self.scores = np.concatenate([self.scores, np.where(first, 0.0, -np.inf)])  # same: only the first extends
         self.tokens = np.concatenate([self.tokens, np.full(len(first), self.cfg.bos_id, dtype=np.int64)])
@@ -182,7 +189,12 @@ class RunningBatch:
     def step(self) -> list[Sentence]:
         """Decode one token for every row; returns the sentences that ended at this step, which leave the batch."""
         widest = self.widest
-        top_tokens, top_logp = self.decoder.step(self.tokens, 2 * widest if widest > 1 else 1)
+        width = 2 * widest if widest > 1 else 1
+        top_tokens, top_logp = self.decoder.step(self.tokens, width + (guards.EXTRA if self.guarded else 0))
+        if self.guarded:  # the candidates re-scored from each row's history, the best `width` kept
+            options = guards.per_row([s.opts for s in self.sentences], self.beam_sizes)
+            top_tokens, top_logp = guards.apply(top_tokens, top_logp, self.history,
+                                                self.steps.repeat(self.beam_sizes), options, width)
         if self.forcing:
             top_tokens, top_logp = self._force(top_tokens, top_logp)
         if widest == 1:

@@ -28,7 +28,7 @@ from service.engine.engine import Engine
 from service.metrics import Metrics
 from service.settings import Settings
 from service.worker.app import pipeline_for
-from service.worker.documents import FORMATS, Limits
+from service.worker.documents import FORMATS, Limits, translated_name
 from service.worker.documents.translate import TranslateTexts, translate_file
 from service.worker.errors import RequestError
 
@@ -100,12 +100,13 @@ async def through(url: str, source: str, target: str) -> AsyncIterator[Translate
         yield with_progress(translate, by_characters(limit))
 
 
-async def translate(data: bytes, suffix: str, translator: AbstractAsyncContextManager[TranslateTexts]) -> bytes:
-    """The file translated, by the translator given (in_process or through)."""
+async def translate(data: bytes, suffix: str, translator: AbstractAsyncContextManager[TranslateTexts],
+                    target: str) -> bytes:
+    """The file translated into `target`, by the translator given (in_process or through)."""
     async with translator as translate_texts:
         settings = Settings()
         limits = Limits(chars=settings.max_file_chars, nodes=settings.max_file_nodes)
-        return await translate_file(data, suffix, limits, translate_texts)
+        return await translate_file(data, suffix, limits, translate_texts, target)
 
 
 def output_path(args: argparse.Namespace, suffix: str) -> Path | None:
@@ -114,7 +115,7 @@ def output_path(args: argparse.Namespace, suffix: str) -> Path | None:
     if args.file == "-":
         return None
     path = Path(args.file)
-    return path.with_name(f"{path.stem}.{args.target}{suffix}")
+    return path.with_name(translated_name(f"{path.stem}{suffix}", args.target))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     source, target = args.source.lower(), args.target.lower()
     translator = through(args.url, source, target) if args.url else in_process(args.model_dir, source, target)
     try:
-        translated = asyncio.run(translate(data, suffix, translator))
+        translated = asyncio.run(translate(data, suffix, translator, args.target))
     except RequestError as error:
         raise SystemExit(f"{args.file}: {error.message}") from None
     if (out := output_path(args, suffix)) is None:

@@ -186,7 +186,40 @@ class Settings(BaseSettings):
         True, description="URLs, emails, @mentions, #hashtags, file paths, inline code, emoji and codes mixing letters "
         "and digits come back exactly as written (service/worker/spans.py); false: translated like any text"
     )
-    max_sentence_tokens: int = Field(250, ge=1, description="source tokens of one sentence")
+    localize_numbers: bool = Field(
+        True, description="numbers with a decimal mark or thousands separators are written as the target language "
+        "writes them (1,299.99 -> 1.299,99 in German; the rule: service/worker/numbers.py); false: every number comes "
+        "back exactly as written"
+    )
+    max_sentence_tokens: int = Field(
+        250, ge=1, description="source tokens of one sentence the engine translates; a longer one is split (as by "
+        "`TRANSLATOR_SPLIT_TOKENS`), never refused"
+    )
+    split_tokens: int = Field(
+        80, ge=8, description="a sentence of more source tokens is split at clause boundaries (after , ; : and "
+        "dashes, else between words) into parts translated one by one and joined"
+    )
+    no_repeat_ngram_size: int = Field(
+        4, ge=0, description="repetition guard (CTranslate2's option): a translation holds an n-gram of this many "
+        "tokens at most `TRANSLATOR_NGRAM_REPEATS` times; 0: off"
+    )
+    ngram_repeats: int = Field(
+        2, ge=1, description="how often an n-gram of `TRANSLATOR_NO_REPEAT_NGRAM_SIZE` tokens may occur in a "
+        "translation (1: CTranslate2's no_repeat_ngram_size; 2 only cuts loops)"
+    )
+    repetition_penalty: float = Field(
+        1.0, ge=1.0, description="repetition guard (CTranslate2's option): a token the translation holds already is "
+        "this much less likely; 1: off"
+    )
+    unserved_confidence: float = Field(
+        90.0, ge=0, le=100, description="with source `auto`, a text that the detector (over all the languages it "
+        "knows) gives to languages no model serves with at least this confidence (percent, together) gets 400 "
+        "naming the likeliest"
+    )
+    unserved_min_chars: int = Field(
+        20, ge=0, description="texts shorter than this (letters and spaces) are never refused as an unserved "
+        "language"
+    )
     beam_size: int = Field(1, ge=1, description="default beam size (1: greedy)")
     max_beam_size: int = Field(8, ge=1, description="largest `beam_size` a request may ask for")
     max_alternatives: int = Field(3, ge=0, description="most `alternatives` a request may ask for")

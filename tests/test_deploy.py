@@ -13,6 +13,7 @@ Prometheus, promtool and nginx come from Debian (`make system-deps`). Everything
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -35,6 +36,7 @@ import pytest
 import yaml
 
 from service.launch import free_port, running_service
+from service.settings import Settings
 from service.store import Store
 from service.store.keys import Limits, add_key
 
@@ -797,3 +799,18 @@ def test_deploy_readme_names_every_compose_variable_and_command():
     for files in COMPOSE_VARIANTS.values():
         if len(files) > 1:
             assert " ".join(f"-f {f}" for f in files) in readme, files
+
+
+def test_nginx_conf_is_rendered_from_the_default_settings(monkeypatch: pytest.MonkeyPatch):
+    """deploy/nginx/nginx.conf is what `python deploy/nginx/render.py` writes with the defaults: nginx takes the
+    largest body a replica takes, and waits as long as a replica may work."""
+    for name in [n for n in os.environ if n.startswith("TRANSLATOR_")]:
+        monkeypatch.delenv(name)
+    spec = importlib.util.spec_from_file_location("render", ROOT / "deploy/nginx/render.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    settings = Settings()
+    assert NGINX_CONFIG.read_text() == render.render(settings), "run `python deploy/nginx/render.py`"
+    conf = NGINX_CONFIG.read_text()
+    assert f"client_max_body_size {settings.max_file_bytes};" in conf
+    assert int(re.search(r"proxy_read_timeout (\d+)s;", conf)[1]) >= settings.engine_timeout_s

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import random
+import re
 import time
 import zipfile
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from bs4 import BeautifulSoup
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 from ebooklib import epub
+from pptx.util import Inches
 
 from service.settings import Settings
 from service.worker.documents import FORMATS, Limits, read
@@ -44,7 +46,7 @@ async def reverse(texts: list[str]) -> list[str]:
 
 
 def translated(data: bytes, suffix: str, translator: Callable = upper) -> bytes:
-    return asyncio.run(translate_file(data, suffix, LIMIT, translator))
+    return asyncio.run(translate_file(data, suffix, LIMIT, translator, "de"))
 
 
 def saved(document: object) -> bytes:
@@ -236,7 +238,7 @@ def test_only_units_with_text_are_sent_and_all_in_one_call():
         return texts
 
     document = read(word_document(), ".docx", LIMIT)
-    asyncio.run(translate_document(document, recording))
+    asyncio.run(translate_document(document, recording, "de"))
     assert len(calls) == 1 and len(calls[0]) == 7 and all(text.strip() for text in calls[0])
 
 
@@ -393,3 +395,50 @@ def test_a_library_error_message_shows_no_object_address():
     """python-pptx names the file it could not read by its repr, "<_io.BytesIO object at 0x7f...>"."""
     message = refused(word_document(), ".pptx")
     assert "not a PowerPoint file" in message and not regex.search(r"0x[0-9a-fA-F]{6,}", message), message
+
+
+# --- the target language in attributes and metadata -----------------------------------------------
+
+
+def test_a_web_page_and_an_ebook_name_the_target_language():
+    page = translated(b'<!doctype html><html lang="en" xml:lang="en"><body><p>Hello there.</p></body></html>',
+                      ".html")
+    assert BeautifulSoup(page, "html.parser").html.attrs == {"lang": "de", "xml:lang": "de"}
+    book = translated(epub_book("A book", [("Chapter 1", CHAPTER.format(n=1))]), ".epub")
+    archive = zipfile.ZipFile(io.BytesIO(book))
+    assert "<dc:language>de</dc:language>" in archive.read("EPUB/content.opf").decode()
+    assert BeautifulSoup(archive.read("EPUB/chapter1.xhtml"), "xml").html["lang"] == "de"
+
+
+def test_opendocument_cells_and_styles_follow_the_translation():
+    document = odfdo.Document("text")
+    table = odfdo.Table("T", width=1, height=1)
+    table.set_value((0, 0), "A cell")  # a string cell: office:string-value and a paragraph
+    document.body.append(table)
+    document.body.append(odfdo.Paragraph("A sentence."))
+    data = translated(saved(document), ".odt")
+    archive = zipfile.ZipFile(io.BytesIO(data))
+    content = archive.read("content.xml").decode()
+    assert 'office:string-value="A CELL"' in content and 'office:string-value="A cell"' not in content
+    languages = re.findall(r'fo:language="([^"]*)"', archive.read("styles.xml").decode())
+    assert languages and set(languages) == {"de"}
+
+
+def test_a_word_document_and_slides_name_the_target_language():
+    document = docx.Document()
+    run = document.add_paragraph().add_run("A sentence.")
+    language = OxmlElement("w:lang")
+    language.set(qn("w:val"), "en-US")
+    run._r.get_or_add_rPr().append(language)
+    data = translated(saved(document), ".docx")
+    assert set(re.findall(r'w:lang w:val="([^"]*)"', docx_xml(data))) == {"de"}
+    deck = pptx.Presentation()
+    box = deck.slides.add_slide(deck.slide_layouts[6]).shapes.add_textbox(0, 0, Inches(2), Inches(1))
+    box.text_frame.text = "A sentence."
+    box.text_frame.paragraphs[0].runs[0]._r.get_or_add_rPr().set("lang", "en-US")
+    slides = zipfile.ZipFile(io.BytesIO(translated(saved(deck), ".pptx"))).read("ppt/slides/slide1.xml").decode()
+    assert set(re.findall(r' lang="([^"]*)"', slides)) == {"de"}
+
+
+def docx_xml(data: bytes) -> str:
+    return zipfile.ZipFile(io.BytesIO(data)).read("word/document.xml").decode()

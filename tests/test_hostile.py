@@ -197,11 +197,11 @@ def test_file_names_never_give_a_500_and_refused_uploads_leave_nothing(server: R
     assert "500" not in statuses.values(), statuses
     assert statuses["upload 日本語.txt"] == statuses["download 日本語.txt"] == "200", statuses
     assert statuses["Content-Disposition 日本語.txt"] == (
-        "attachment; filename=\"___.txt\"; filename*=UTF-8''%E6%97%A5%E6%9C%AC%E8%AA%9E.txt"
+        "attachment; filename=\"___.de.txt\"; filename*=UTF-8''%E6%97%A5%E6%9C%AC%E8%AA%9E.de.txt"
     )
     assert statuses["upload 300 characters"] == statuses["upload NUL byte"] == "400", statuses
     assert statuses['Content-Disposition "'] == (
-        "attachment; filename=\"say _hi_.txt\"; filename*=UTF-8''say%20%22hi%22.txt"
+        "attachment; filename=\"say _hi_.de.txt\"; filename*=UTF-8''say%20%22hi%22.de.txt"
     )
     for case in ("5,000-character name", "5,000-character token", "no token", "NUL byte"):
         assert statuses[f"download {case}"] == "404", statuses
@@ -212,7 +212,7 @@ def test_file_names_never_give_a_500_and_refused_uploads_leave_nothing(server: R
 def test_an_uploaded_name_keeps_its_last_path_part(server: RunningService, name: bytes):
     reply = ask(server, multipart_file(name))
     assert status(reply) == 200, reply
-    assert json.loads(reply.body)["translatedFileUrl"].endswith("/story.txt")
+    assert json.loads(reply.body)["translatedFileUrl"].endswith("/story.de.txt")  # named as the CLI names it
 
 
 # --- the event loop: markup and repeated parameters -----------------------------------------------------------
@@ -353,41 +353,37 @@ def test_translated_file_urls_come_from_the_public_url_or_an_allowed_host():
 # --- work that ends with its answer; a document admitted as one unit --------------------------------------------
 
 
-class QueueOfOne:
-    """An engine whose queue holds one call: another call arriving meanwhile is refused (QueueFull); or, `full`,
-    one that refuses every call (other clients' work holds its queue)."""
+class Recording:
+    """An engine that echoes each sentence and records whether each call was bulk work."""
 
-    def __init__(self, full: bool = False) -> None:
-        self.full, self.busy, self.calls, self.refused = full, False, 0, 0
+    def __init__(self, pairs) -> None:
+        from service.protocol import Phase
 
-    async def translate(self, pair, sentences, opts):
-        from service.protocol import QueueFull
+        self.pairs, self.phase, self.calls = pairs, Phase.READY, []
 
-        if self.full or self.busy:
-            self.refused += 1
-            raise QueueFull("the queue is full")
-        self.busy, self.calls = True, self.calls + 1
-        try:
-            await asyncio.sleep(0.05)
-        finally:
-            self.busy = False
-        return [[f"{pair}:{len(s)}"] for s in sentences]
+    async def translate(self, pair, sentences, opts, bulk=False):
+        from core.search import Hypothesis
+
+        self.calls.append(bulk)
+        return [[Hypothesis(ids[:-1], 0.0)] * opts.n_best for ids in sentences]
 
 
-def test_a_document_admitted_once_is_never_refused_for_its_own_sentences():
-    from service.worker.documents.unit import DocumentUnit
+def test_a_documents_requests_go_to_the_engine_as_bulk_work_and_a_requests_do_not(tiny_model_dir: Path):
+    """A document's internal requests are bulk work (the engine admits them after interactive work, and never
+    refuses them for the document's own requests waiting ahead: tests/test_admission.py); a request is not."""
+    from service.metrics import Metrics
+    from service.protocol import PairInfo
+    from service.settings import Settings
+    from service.worker.app import pipeline_for
+    from service.worker.schemas import TranslateRequest
 
-    async def document(engine: QueueOfOne) -> list:
-        unit = DocumentUnit(engine, patience_s=1.0)
-        return await asyncio.gather(*(unit.translate("en-de", [[1] * n], None) for n in range(1, 6)))
-
-    engine = QueueOfOne()
-    assert asyncio.run(document(engine)) == [[[f"en-de:{n}"]] for n in range(1, 6)]
-    assert engine.calls == 5 and engine.refused > 0  # its later calls were refused, and asked again
-    full = QueueOfOne(full=True)
-    with pytest.raises(Exception, match="queue is full"):  # nothing of it in the engine: refused at once
-        asyncio.run(asyncio.wait_for(document(full), 1.0))
-    assert full.refused == 5
+    engine = Recording([PairInfo("en", "de", str(tiny_model_dir), "stand-in", "fp32")])
+    pipeline = pipeline_for(engine, Settings(), Metrics())
+    asyncio.run(pipeline.translate_document([f"Sentence number {n}." for n in range(40)], "en", "de"))
+    assert engine.calls and all(engine.calls)
+    engine.calls.clear()
+    asyncio.run(pipeline.translate(TranslateRequest(q="A dog runs.", source="en", target="de")))
+    assert engine.calls == [False]
 
 
 def test_the_first_error_cancels_the_other_parts_of_a_request():
@@ -412,25 +408,3 @@ def test_the_first_error_cancels_the_other_parts_of_a_request():
         return time.monotonic() - started
 
     assert asyncio.run(main()) < 1 and len(cancelled) == 2
-
-
-def test_a_document_whose_waiting_sentences_are_shed_asks_again():
-    """The engine sheds sentences that cannot start in time (QueueFull, after they waited): a document's call shed so
-    had been accepted, and is asked again rather than failing the document."""
-    from service.protocol import QueueFull
-    from service.worker.documents import unit as units
-
-    class ShedsOnce:
-        def __init__(self) -> None:
-            self.calls = 0
-
-        async def translate(self, pair, sentences, opts):
-            self.calls += 1
-            if self.calls == 1:
-                await asyncio.sleep(units.ACCEPTED_AFTER_S + 0.05)  # it waited in the queue, then was shed
-                raise QueueFull("cannot start within the queue's deadline")
-            return [["done"] for _ in sentences]
-
-    engine = ShedsOnce()
-    unit = units.DocumentUnit(engine, patience_s=10.0)
-    assert asyncio.run(unit.translate("en-de", [[1]], None)) == [["done"]] and engine.calls == 2

@@ -164,7 +164,7 @@ def test_page_translates_with_the_languages_the_service_serves(
 ) -> None:
     page = visit.page
     page.goto(service.url + "/")
-    translate = page.get_by_role("button", name="Translate")
+    translate = page.get_by_role("button", name="Translate", exact=True)
     expect(translate).to_be_enabled()  # the languages are loaded
 
     languages = httpx.get(service.url + "/languages").json()
@@ -213,6 +213,39 @@ def test_page_translates_with_the_languages_the_service_serves(
     visit.assert_stayed_on(service.url)
 
 
+def test_page_translates_a_file_with_progress_and_offers_its_download(
+    service: RunningService, visit: Visit, tmp_path: Path
+) -> None:
+    """The Files tab: upload, progress, download, named as the CLI names it; the same file as /translate_file gives."""
+    page = visit.page
+    page.goto(service.url + "/")
+    expect(page.get_by_role("button", name="Translate", exact=True)).to_be_enabled()
+    page.get_by_role("tab", name="Files").click()
+    expect(page.get_by_label("Text")).to_be_hidden()
+    page.get_by_role("button", name="Translate the file").click()
+    expect(page.get_by_role("alert")).to_have_text("Choose a file first.")
+
+    story = tmp_path / "story.txt"
+    story.write_text("A man is riding a bicycle.\nTwo dogs run through the park.\n")
+    page.get_by_label("From").select_option("en")
+    page.get_by_label("To").select_option("de")
+    page.get_by_label("File").set_input_files(story)
+    page.get_by_role("button", name="Translate the file").click()
+    link = page.get_by_role("link", name="Download story.de.txt")
+    expect(link).to_be_visible()
+    expect(page.get_by_role("status")).to_have_text("Translated.")
+    expect(page.get_by_label("Progress")).to_be_hidden()
+    with page.expect_download() as started:
+        link.click()
+    downloaded = started.value
+    assert downloaded.suggested_filename == "story.de.txt"
+    answer = httpx.post(service.url + "/translate_file", data={"source": "en", "target": "de"},
+                        files={"file": ("story.txt", story.read_bytes())}, timeout=60).json()
+    expected = httpx.get(answer["translatedFileUrl"], timeout=60).content
+    assert Path(downloaded.path()).read_bytes() == expected != story.read_bytes()
+    visit.assert_stayed_on(service.url)
+
+
 def test_page_offers_several_pairs_and_swaps_them(service: RunningService, visit: Visit) -> None:
     """Served languages and translations stand in for a server of several pairs (this one has one)."""
     page, posted = visit.page, []
@@ -230,7 +263,7 @@ def test_page_offers_several_pairs_and_swaps_them(service: RunningService, visit
     page.route("**/translate", translate)
     page.goto(service.url + "/")
     source, target, swap = page.get_by_label("From"), page.get_by_label("To"), page.get_by_label("Swap languages")
-    expect(page.get_by_role("button", name="Translate")).to_be_enabled()
+    expect(page.get_by_role("button", name="Translate", exact=True)).to_be_enabled()
     assert options_of(source) == [("auto", "Detect language"), ("en", "English"), ("de", "German")]
     assert options_of(target) == [("de", "German"), ("fr", "French"), ("en", "English")]
     expect(swap).to_be_disabled()  # auto: no language to swap
@@ -243,7 +276,7 @@ def test_page_offers_several_pairs_and_swaps_them(service: RunningService, visit
     target.select_option("de")
 
     page.get_by_label("Text").fill("Hello world.")
-    page.get_by_role("button", name="Translate").click()
+    page.get_by_role("button", name="Translate", exact=True).click()
     expect(page.get_by_label("Translation", exact=True)).to_have_text("Hallo Welt.")
     assert posted == [{"q": "Hello world.", "source": "en", "target": "de", "alternatives": 0, "format": "text"}]
     swap.click()
@@ -268,7 +301,7 @@ def test_page_says_the_model_is_loading_and_asks_again(service: RunningService, 
     page.route("**/languages", loading_once)
     page.goto(service.url + "/")
     expect(page.get_by_role("alert")).to_have_text("Cannot load the languages: Model is loading")
-    expect(page.get_by_role("button", name="Translate")).to_be_enabled()
+    expect(page.get_by_role("button", name="Translate", exact=True)).to_be_enabled()
     expect(page.get_by_role("alert")).to_be_hidden()
     expect(page.get_by_label("To").locator("option")).not_to_have_count(0)
     visit.assert_stayed_on(service.url)

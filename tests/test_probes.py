@@ -268,10 +268,13 @@ def build_html() -> bytes:
 
 
 BLOCKS = ("title", "h1", "h2", "p", "th", "td")
+LANGUAGE_ATTRIBUTES = {"lang", "xml:lang"}
 
 
 def read_markup(tree: BeautifulSoup) -> Read:
-    structure = [(e.name, dict(e.attrs)) for e in tree.find_all(True)]
+    # the language attributes name the target once translated (tests/test_documents.py checks them)
+    structure = [(e.name, {k: None if k in LANGUAGE_ATTRIBUTES else v for k, v in e.attrs.items()})
+                 for e in tree.find_all(True)]
     texts = [e.get_text() for e in tree.find_all(BLOCKS)]
     styled = styles_of((style, e.get_text()) for style, name in HTML_TAGS.items() for e in tree.find_all(name))
     return Read(structure, texts, styled)

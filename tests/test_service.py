@@ -187,7 +187,8 @@ BAD_REQUESTS = [
     pytest.param({"json": body("Hello.", source="fr")}, id="unknown-source"),
     pytest.param({"json": body("Hallo.", source="de", target="en")}, id="reversed-pair"),
     pytest.param({"json": body("a" * 5001)}, id="over-max-chars"),
-    pytest.param({"json": body(" ".join(["word"] * 300))}, id="sentence-too-long"),
+    pytest.param({"json": body("Je voudrais réserver une table pour deux personnes ce soir.", source="auto")},
+                 id="unserved-language-with-auto"),
     pytest.param({"json": body("Hello.", format="xml")}, id="unknown-format"),
     pytest.param({"json": body("Hello.", beam_size=9)}, id="beam-too-large"),
     pytest.param({"json": body("Hello.", alternatives=4)}, id="too-many-alternatives"),
@@ -197,6 +198,19 @@ BAD_REQUESTS = [
 @pytest.mark.parametrize("request_args", BAD_REQUESTS)
 def test_bad_input_gets_400_and_an_error(server: RunningService, request_args: dict):
     assert_error(httpx.post(server.url + "/translate", timeout=TIMEOUT, **request_args), 400)
+
+
+def test_an_unserved_language_is_named_and_a_short_text_is_never_refused_for_it(server: RunningService):
+    response = httpx.post(server.url + "/translate", json=body("Je voudrais une table ce soir.", source="auto"),
+                          timeout=TIMEOUT)
+    assert response.status_code == 400 and "French (fr)" in response.json()["error"]
+    assert httpx.post(server.url + "/translate", json=body("Merci !", source="auto"), timeout=TIMEOUT).is_success
+
+
+def test_a_sentence_longer_than_the_sentence_bound_is_translated_in_parts(server: RunningService):
+    """300 words, no clause boundary: split between words (TRANSLATOR_SPLIT_TOKENS), never refused."""
+    response = httpx.post(server.url + "/translate", json=body(" ".join(["word"] * 300)), timeout=TIMEOUT)
+    assert response.status_code == 200 and response.json()["translatedText"].strip()
 
 
 def test_the_server_still_serves_after_bad_input(server: RunningService, solo: dict[str, str]):

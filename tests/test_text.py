@@ -9,7 +9,15 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from service.worker.text import join_translations, sentences_of, split_sentences
+from service.worker.text import (
+    in_capitals,
+    join_translations,
+    ordinary_case,
+    sentences_of,
+    split_clauses,
+    split_long,
+    split_sentences,
+)
 
 TESTSET = json.loads((Path(__file__).parent / "data" / "sentences.en-de.json").read_text())
 LABELLED = [pytest.param(lang, case, id=f"{lang}-{i}") for lang in ("en", "de") for i, case in enumerate(TESTSET[lang])]
@@ -126,3 +134,30 @@ def test_identity_translations_give_a_normalized_text_back_exactly(text: str, la
     text = normalized(text)
     assume(all(split_sentences(text, language)[1::2]))  # whitespace between every two sentences
     assert identity_round_trip(text, language) == text
+
+
+def test_a_long_sentence_is_split_at_clause_boundaries_into_parts_that_fit():
+    sentence = ("The man, who lived in the old house near the river, walked slowly to the market; he bought apples, "
+                "pears and bread – and then he went home.")
+    parts = split_clauses(sentence, lambda s: len(s) > 50)
+    assert " ".join(parts) == sentence and all(len(p) <= 50 for p in parts)
+    assert all(p.endswith((",", ";")) for p in parts[:3])
+    words = " ".join(["word"] * 300)  # no clause boundary: between words
+    assert [len(p.split()) for p in split_clauses(words, lambda s: len(s.split()) > 40)] == [38, 37] * 4
+    assert "".join(split_clauses("x" * 100, lambda s: len(s) > 30)) == "x" * 100  # no space: in the middle
+
+
+def test_split_long_keeps_the_layout():
+    pieces = split_sentences("One, two, three, four. Five six seven.\nEight.", "en")
+    assert split_long(pieces, lambda s: len(s) > 12) == [
+        "One, two,", " ", "three, four.", " ", "Five six", " ", "seven.", "\n", "Eight."]
+
+
+@pytest.mark.parametrize(("sentence", "capitals"), [
+    ("WARNING: DO NOT TOUCH.", True), ("PLEASE KEEP THIS DOOR CLOSED 24/7.", True), ("USA", False),
+    ("The USA and the UK.", False), ("A B C", False), ("ÄRGER IM BÜRO", True),
+])
+def test_capitals(sentence: str, capitals: bool):
+    assert in_capitals(sentence) == capitals
+    if capitals:
+        assert ordinary_case(sentence).upper() == sentence.upper() and ordinary_case(sentence)[0].isupper()

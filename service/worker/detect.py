@@ -51,3 +51,11 @@ class LanguageDetector:
         scores = dict(self._identifier.rank(text))
         ranked = sorted(self.languages, key=lambda code: -scores[code])  # stable: ties keep the served order
         return [(code, 100 * scores[code]) for code in ranked]
+
+
+def unserved_language(text: str, served: list[str]) -> tuple[str, float]:
+    """The likeliest language of `text` among those py3langid knows that are not `served`, and how likely (in
+    percent) the text is in any language not served: the share of the detector's probability outside the served
+    ones (closely related languages, es/gl or cs/sk, share what is not served among them)."""
+    ranked = [(code, p) for code, p in every_language().rank(text) if code not in served]
+    return ranked[0][0], 100 * float(sum(p for _, p in ranked))

@@ -61,8 +61,9 @@ Piece = str | Tag
 Unit = list[Piece]
 
 WORD = regex.compile(r"\w+")
-# a placeholder as the model may write it (spans.placeholder_pattern, or run into a word): its digits are groups 1, 2
-NUMBER = regex.compile(rf"(?<![\d.,])(\d+){SEPARATOR}?(\d{{3}})(?!\d|[.,]\d)")
+# a placeholder as the model may write it (spans.placeholder_pattern, or run into a word): its digits are group 1 or
+# 2, then 3; with a thousands separator only as one is written ("7 301", never "7318 365": two numbers)
+NUMBER = regex.compile(rf"(?<![\d.,])(?:(\d{{1,3}}){SEPARATOR}|(\d+))(\d{{3}})(?!\d|[.,]\d)")
 # no space is put between a placeholder and an opening bracket or quote before it, or punctuation after it
 OPENING = set("([{«‹„‚“‘\"'¿¡")
 CLOSING = set(".,;:!?)]}»›“”‘’\"'…")
@@ -301,7 +302,7 @@ def take_out(translation: str, groups: dict[str, Group], source: str) -> tuple[s
     last = ""  # the last character of the text so far
     source = THOUSANDS.sub("", source)
     for m in NUMBER.finditer(translation):
-        number = m[1] + m[2]
+        number = (m[1] or m[2]) + m[3]
         group = groups.get(number)
         if group is None and not made_of_placeholders(number, groups, source):
             continue

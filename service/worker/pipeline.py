@@ -10,23 +10,32 @@ domain error (service.worker.errors), the engine's refusals come as they are.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from core.search import Hypothesis, SearchOptions
 from service.metrics import Metrics
 from service.protocol import EngineClient
 from service.settings import Settings
-from service.worker.detect import LanguageDetector
-from service.worker.documents.unit import DocumentUnit
+from service.worker.detect import LanguageDetector, unserved_language
 from service.worker.errors import InvalidRequest, Unsupported
 from service.worker.html import HtmlText
+from service.worker.numbers import localize
 from service.worker.pairs import Pair, Pairs, language_name
 from service.worker.params import clean_text
+from service.worker.projection import bare, markup_placeholders, plain_numbering, project
 from service.worker.schemas import DetectedLanguage, TranslateRequest, TranslateResponse
 from service.worker.spans import Protected, protect, unprotected
-from service.worker.text import join_translations, sentences_of, split_sentences
+from service.worker.text import (
+    in_capitals,
+    join_translations,
+    ordinary_case,
+    sentences_of,
+    split_long,
+    split_sentences,
+)
 
 NOTHING_DETECTED = ("en", 0.0)  # LibreTranslate's detection of text with nothing to detect
 DOCUMENT_BATCH = 64  # texts (paragraphs, cells, cues) of a document in one internal request
@@ -43,12 +52,34 @@ class Text:
     detected: tuple[str, float] | None  # (language, confidence) when source was "auto"
     html: HtmlText | None
     segments: list[Protected]  # the text, or each text node of HTML, with its protected spans taken out
-    layouts: list[list[str]]  # one split_sentences() layout per segment
+    layouts: list[list[str]]  # one split_sentences() layout per segment, long sentences split (split_long)
+    localize: Callable[[str], str] | None  # how a number is written in the target language (numbers.localize)
+    # per sentence, its inline markup's placeholders, and how its other ones are numbered without markup
+    # (service.worker.projection)
+    tags: list[tuple[set[str], dict[str, str]]]
     translations: list[list[str]] | None = None  # per alternative, one translation per sentence
 
     @property
     def sentences(self) -> list[str]:
         return [sentence for layout in self.layouts for sentence in sentences_of(layout)]
+
+    @property
+    def model_input(self) -> list[str]:
+        """The sentences as the model reads them: a sentence in capitals in ordinary case (it comes back in
+        capitals), and after them, each sentence with inline markup again without it (set_translations)."""
+        ordinary = [ordinary_case(s) if in_capitals(s) else s for s in self.sentences]
+        return ordinary + [bare(s, tags, numbering) for s, (tags, numbering) in zip(ordinary, self.tags) if tags]
+
+    def set_translations(self, nbest: list[list[str]]) -> None:
+        """Per alternative, the model's translation of each of model_input: a sentence's in capitals where it was in
+        capitals, with its markup projected onto its translation without markup."""
+        capitals = [in_capitals(s) for s in self.sentences]
+        self.translations = []
+        for alternative in nbest:
+            bare_translations = iter(alternative[len(capitals) :])
+            projected = [project(t, next(bare_translations), tags, numbering) if tags else t
+                         for t, (tags, numbering) in zip(alternative, self.tags)]
+            self.translations.append([t.upper() if c else t for t, c in zip(projected, capitals)])
 
     def render(self, k: int) -> tuple[str, int]:
         """The k-th alternative of this text, in its layout and markup, its protected spans back; the text itself when
@@ -58,7 +89,8 @@ class Text:
             return self.original, 0
         segments, put_back, it = [], 0, iter(self.translations[k])
         for protected, layout in zip(self.segments, self.layouts):
-            segment, missing = protected.restore(join_translations(layout, [next(it) for _ in sentences_of(layout)]))
+            translation = join_translations(layout, [next(it) for _ in sentences_of(layout)])
+            segment, missing = protected.restore(translation, self.localize)
             segments.append(segment)
             put_back += missing
         return (self.html.render(segments) if self.html else segments[0]), put_back
@@ -89,6 +121,9 @@ class Pipeline:
             n_best=req.alternatives + 1,
             max_length_ratio=s.max_length_ratio,
             max_length=min(req.max_length or SearchOptions.max_length, self.longest_output),
+            repetition_penalty=s.repetition_penalty,
+            no_repeat_ngram_size=s.no_repeat_ngram_size,
+            ngram_repeats=s.ngram_repeats,
         )
 
     def check_texts(self, texts: list[str]) -> None:
@@ -144,6 +179,7 @@ class Pipeline:
         Otherwise with "auto", the likeliest language that has a pair into the target is taken."""
         if req.source != "auto":
             return self.pairs.pair(req.source, req.target), None
+        self.check_served(text)
         ranked = self.detector.detect(text)
         if ranked[0][0] == req.target:
             return None, ranked[0]
@@ -153,9 +189,27 @@ class Pipeline:
             raise Unsupported(self.not_available(ranked[0][0], req.target))
         return self.pairs.pair(found[0], req.target), found
 
+    def check_served(self, text: str) -> None:
+        """A text of unserved_min_chars or more that the detector, over every language it knows, confidently gives
+        to languages no model serves (unserved_confidence) is refused (400), naming the likeliest."""
+        s = self.settings
+        if sum(char.isalpha() or char.isspace() for char in text) < s.unserved_min_chars:
+            return
+        language, confidence = unserved_language(text, self.pairs.languages)
+        if confidence >= s.unserved_confidence:
+            raise Unsupported(f"the text is in {language_name(language)} ({language}), which is not served; "
+                              f"served: {', '.join(self.pairs.languages)}")
+
+    def too_long(self, pair: Pair) -> Callable[[str], bool]:
+        """Whether a sentence has more source tokens than split_tokens (and max_sentence_tokens) allow."""
+        bound = min(self.settings.split_tokens, self.settings.max_sentence_tokens)
+        return lambda sentence: len(pair.source_ids([sentence])[0]) > bound
+
     def prepare(self, original: str, text: str, req: TranslateRequest) -> Text:
         """A text of q, cleaned (`text`: clean_text's), its markup and protected spans taken out, routed and split; a
-        text with nothing to translate is given back as it came (`original`)."""
+        text with nothing to translate is given back as it came (`original`). Inline markup's placeholders (of HTML,
+        of a document's texts however they come: the CLI sends them to /translate) are projected onto the
+        translation without them (service.worker.projection)."""
         html = HtmlText(text) if req.format == "html" else None
         segments = [protect(segment) if self.settings.protect_spans else unprotected(segment)
                     for segment in (html.texts if html else [text])]
@@ -163,7 +217,16 @@ class Pipeline:
         pair, detected = self.route(visible, req) if translatable(visible) else (None, None)
         language = pair.source if pair else req.target
         layouts = [split_sentences(segment.text, language) for segment in segments]
-        return Text(original, pair, detected, html, segments, layouts)
+        if pair:
+            layouts = [split_long(layout, self.too_long(pair)) for layout in layouts]
+        numbers = partial(localize, source=pair.source, target=pair.target) if pair else None
+        tags = []
+        for segment, layout in zip(segments, layouts):
+            found = markup_placeholders(segment)
+            numbering = plain_numbering(segment, found) if found else {}
+            tags += [({p for p in found if p in sentence}, numbering) for sentence in sentences_of(layout)]
+        return Text(original, pair, detected, html, segments, layouts,
+                    numbers if self.settings.localize_numbers else None, tags)
 
     async def translate(self, req: TranslateRequest) -> TranslateResponse:
         """A request: at most max_chars characters, and max_request_work decoder row-steps."""
@@ -173,20 +236,20 @@ class Pipeline:
         """A document's texts (service.worker.documents; TRANSLATOR_MAX_FILE_CHARS bounds it when it is read, not
         the request limits): with source "auto" its language is detected once, on the whole document; then
         DOCUMENT_BATCH texts a request, DOCUMENT_REQUESTS requests at a time, so that the running batch stays full.
-        At most TRANSLATOR_DOCUMENTS_AT_ONCE documents of this worker are in the engine at once: the others wait
-        here, holding no place in the engine's queue, which stays open to other requests."""
+        They go to the engine as bulk work, after interactive requests and never refused for the document's own
+        requests waiting ahead of them (service.engine.admission). At most TRANSLATOR_DOCUMENTS_AT_ONCE documents of
+        this worker are in the engine at once: the others wait here."""
         check = TranslateRequest(q=texts or [""], source=source, target=target)
         self.check(check)
         if check.source == "auto":
             check.source = self.document_language(texts, check.target)
         translated: list[str] = list(texts)
         running = asyncio.Semaphore(DOCUMENT_REQUESTS)
-        unit = DocumentUnit(self.engine, self.settings.max_queue_wait_s)
 
         async def batch(begin: int) -> None:
             req = check.model_copy(update={"q": texts[begin : begin + DOCUMENT_BATCH]})
             async with running:
-                answer = await self.run(req, req.q, request_limits=False, unit=unit)
+                answer = await self.run(req, req.q, request_limits=False, bulk=True)
             translated[begin : begin + DOCUMENT_BATCH] = answer.translatedText
 
         async with self.documents:
@@ -202,12 +265,11 @@ class Pipeline:
         pair, _ = self.route(sample, TranslateRequest(q=sample, source="auto", target=target))
         return pair.source if pair else target
 
-    async def run(
-        self, req: TranslateRequest, texts: list[str], request_limits: bool, unit: DocumentUnit | None = None
-    ) -> TranslateResponse:
+    async def run(self, req: TranslateRequest, texts: list[str], request_limits: bool, bulk: bool = False
+                  ) -> TranslateResponse:
         """Clean, route, split, tokenize and submit the texts; `request_limits`: a request's max_chars and
-        max_request_work hold (a document has its own limit, checked when it is read); `unit`: the document whose
-        part they are, admitted as one unit."""
+        max_request_work hold (a document has its own limit, checked when it is read); `bulk`: a document's texts,
+        bulk work for the engine."""
         cleaned = [clean_text(text) for text in texts]
         if request_limits:
             self.check_texts(cleaned)
@@ -220,10 +282,10 @@ class Pipeline:
         ids = {}
         for name, group in by_pair.items():
             pair = group[0].pair
-            ids[name] = pair.source_ids([s for t in group for s in t.sentences])
+            ids[name] = pair.source_ids([s for t in group for s in t.model_input])
         opts = self.search_options(req)
         self.check_sizes([x for pair_ids in ids.values() for x in pair_ids], opts, request_limits)
-        await all_or_none(self.submit(group, ids[name], opts, unit) for name, group in by_pair.items())
+        await all_or_none(self.submit(group, ids[name], opts, bulk) for name, group in by_pair.items())
         return self.answer(req, prepared)
 
     def check_sizes(self, sentences: list[list[int]], opts: SearchOptions, work_limit: bool) -> None:
@@ -243,20 +305,18 @@ class Pipeline:
                 f"limit is {s.max_request_work}; send fewer sentences or a smaller beam"
             )
 
-    async def submit(
-        self, texts: list[Text], ids: list[list[int]], opts: SearchOptions, unit: DocumentUnit | None = None
-    ) -> None:
+    async def submit(self, texts: list[Text], ids: list[list[int]], opts: SearchOptions, bulk: bool = False) -> None:
         """Translate the sentences of texts routed to one pair (`ids`, in order): max_sentences at a time, so that
         a long text is never refused for a count of sentences its client cannot see."""
         pair, step = texts[0].pair, self.settings.max_sentences
         hyps, pair_opts = [], pair.search_options(opts)
         for begin in range(0, len(ids), step):
-            hyps += await (unit or self.engine).translate(pair.name, ids[begin : begin + step], pair_opts)
+            hyps += await self.engine.translate(pair.name, ids[begin : begin + step], pair_opts, bulk)
         nbest = [pair.tokenizer.decode([nth(h, k).tokens for h in hyps]) for k in range(opts.n_best)]
         offset = 0
         for text in texts:
-            count = len(text.sentences)
-            text.translations = [alternative[offset : offset + count] for alternative in nbest]
+            count = len(text.model_input)
+            text.set_translations([alternative[offset : offset + count] for alternative in nbest])
             offset += count
 
     def answer(self, req: TranslateRequest, texts: list[Text]) -> TranslateResponse:

@@ -1,25 +1,33 @@
 """Protected spans: what must come back exactly as written is taken out before translation and put back after.
 
-URLs, email addresses, @mentions, #hashtags, file paths, `inline code`, emoji and codes that mix letters and digits
-("A-77321", "B2B") are replaced by placeholders that the model copies into the place where its translation puts
-them; afterwards each placeholder becomes its span again. Whatever the model does, a span is never lost or changed:
-a placeholder the model dropped (or rewrote) is put back at the place in the translation that matches its place in
-the source (the same share of the text, at a word boundary), and counted (translator_placeholders_total{how}).
+URLs, email addresses, @mentions, #hashtags, file paths, `inline code`, emoji, codes that mix letters and digits
+("A-77321", "B2B") and numbers of every kind (service.worker.numbers: prices, dates, times, phone numbers, ...) are
+replaced by placeholders that the model copies into the place where its translation puts them; afterwards each
+placeholder becomes its span again (a number written in the target language's style: numbers.localize). Whatever
+the model does, a span is never lost or changed: a placeholder the model dropped (or rewrote) is put back at the
+place in the translation that matches its place in the source (the same share of the text, at a word boundary), and
+counted (translator_placeholders_total{how}).
 
-The placeholders are numbers (7301, 7318, ...) that the text does not hold: of the forms tried, the shipped models
-copy a four-digit number best (brackets, angle brackets and underscores they never copied), and were then fine-tuned
-on them (model.augment.placeholder_variants): most real spans are copied into place, the rest put back
-(BENCHMARKS.md#placeholders). Plain numbers are not protected: the models write
-them in the target language's style (2,000 -> 2.000).
+Every digit of the text belongs to a span, so the model reads no digit but the placeholders', and no user text can
+be taken for a placeholder: a digit of the translation that is not a placeholder the model copied is one it made
+up (a second copy, two run together, "748" of "7301"), and is taken out. No number is ever invented.
+
+The placeholders are numbers (7301, 7318, ...) that the text does not hold, even with thousands separators: of the
+forms tried, the shipped models copy a four-digit number best (brackets, angle brackets and underscores they never
+copied), and were then fine-tuned on them (model.augment.placeholder_variants): most real spans are copied into
+place, the rest put back (BENCHMARKS.md#placeholders). Inline markup's placeholders (service.worker.markup) are
+numbers in the text given to protect(), so they are held as spans too and come back exactly once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from itertools import count
 
 import regex
+
+from service.worker.numbers import NUMBER
 
 # Each kind of span, as a pattern; the first that matches at a place wins (a URL before the path inside it).
 # an emoji with its modifiers, its joined emoji (ZWJ sequences: 👩‍💻) and its tags (subdivision flags: 🏴󠁧󠁢󠁳󠁣󠁴󠁿)
@@ -37,13 +45,16 @@ KINDS = {
     "emoji": EMOJI,
     # a code mixing letters and digits, its parts joined by hyphens or dots ("A-77321", "v2.3.1"), but not an ordinal
     # or a number with its unit (3rd, 10am, 5km)
+    "number": NUMBER,
     "mixed": r"\b(?!\d+(?:st|nd|rd|th|[a-z]{1,3})\b)(?=[\w-]*\d)(?=[\w-]*[^\W\d_])[^\W_]+(?:[-.][^\W_]+)*\b",
+    "digits": r"\d+",  # any digit the kinds before left: no digit of the text reaches the model
 }
 SPANS = regex.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in KINDS.items()), regex.V1)
 FIRST_PLACEHOLDER, PLACEHOLDER_STEP = 7301, 17
 SEPARATOR = "[.,\u00a0\u202f ]"  # a thousands separator the model may write into a placeholder (7.301, 7 301)
 THOUSANDS = regex.compile(rf"(?<=\d){SEPARATOR}(?=\d{{3}})")
-HELD = "\ue000"  # a private-use character: marks a found placeholder while strays are taken out
+# private-use characters: a found placeholder is held as HELD, a character of its own, HELD while strays are taken out
+HELD, HELD_FIRST = "\ue000", 0xF0000
 
 
 @dataclass
@@ -53,21 +64,27 @@ class Protected:
     text: str
     spans: dict[str, str]  # placeholder -> the span as written
     places: dict[str, float]  # placeholder -> where it stood, as a share of the text's length
+    numbers: set[str] = field(default_factory=set)  # the placeholders of numbers (the kind "number")
+    held: bool = True  # whether the spans were taken out (False: TRANSLATOR_PROTECT_SPANS=false, nothing to do)
 
-    def restore(self, translation: str) -> tuple[str, int]:
-        """The translation with each placeholder's span back; how many had to be put back by place. A number the
-        model made of placeholders (a second copy, two run together: "73018") is taken out first."""
-        if not self.spans:
+    def restore(self, translation: str, localize: Callable[[str], str] | None = None) -> tuple[str, int]:
+        """The translation with each placeholder's span back (a number's as `localize` writes it); how many had to be
+        put back by place. Digits the model made up (a second copy of a placeholder, two run together: "73018", a
+        number of its own) are taken out first."""
+        if not self.held:
             return translation, 0
+        translation = translation.replace(HELD, "")
         found = {}
         for i, placeholder in enumerate(self.spans):  # each placeholder's first copy, held by a digit-free mark
             match = regex.search(placeholder_pattern(placeholder), translation)
             if match:
-                translation = f"{translation[: match.start()]}{HELD}{i}{HELD}{translation[match.end() :]}"
-                found[placeholder] = f"{HELD}{i}{HELD}"
+                found[placeholder] = f"{HELD}{chr(HELD_FIRST + i)}{HELD}"
+                translation = f"{translation[: match.start()]}{found[placeholder]}{translation[match.end() :]}"
         translation = self.without_strays(translation)
         missing = 0
         for placeholder, span in self.spans.items():
+            if localize and placeholder in self.numbers:
+                span = localize(span)
             if placeholder in found:
                 translation = translation.replace(found[placeholder], span, 1)
             else:
@@ -76,23 +93,21 @@ class Protected:
         return translation, missing
 
     def without_strays(self, translation: str) -> str:
-        """The translation less the numbers of four digits or more that the model made of placeholders."""
-        source = THOUSANDS.sub("", regex.sub("|".join(self.spans), "", self.text))  # placeholders aside
-
-        def kept(match: regex.Match) -> str:
-            return "" if made_of_placeholders(match.group(1), self.spans, source) else match.group()
-
-        return regex.sub(r" ?(?<![\d.,])(\d{4,})(?!\d)", kept, translation)
+        """The translation less every run of digits outside the found placeholders: the text's own digits are all
+        in spans, so the model made these up."""
+        return regex.sub(r" ?\d+(?:[.,:/-]\d+)*", "", translation)
 
 
 def unprotected(text: str) -> Protected:
     """`text` with nothing taken out (TRANSLATOR_PROTECT_SPANS=false)."""
-    return Protected(text, {}, {})
+    return Protected(text, {}, {}, held=False)
 
 
 def placeholder_numbers(text: str) -> Iterator[str]:
-    """Placeholder numbers, in order, that `text` does not hold (spans and inline markup take theirs from here)."""
-    return (str(n) for n in count(FIRST_PLACEHOLDER, PLACEHOLDER_STEP) if str(n) not in text)
+    """Placeholder numbers, in order, that `text` does not hold, as written or without its thousands separators
+    ("7,301" holds 7301): spans and inline markup take theirs from here."""
+    plain = THOUSANDS.sub("", text)
+    return (str(n) for n in count(FIRST_PLACEHOLDER, PLACEHOLDER_STEP) if str(n) not in text and str(n) not in plain)
 
 
 def made_of_placeholders(number: str, placeholders: Iterable[str], source: str) -> bool:
@@ -110,16 +125,18 @@ def placeholder_pattern(placeholder: str) -> str:
 
 def protect(text: str) -> Protected:
     """Replace every protected span of `text` by a placeholder number that `text` does not hold."""
-    spans, places, pieces, end = {}, {}, [], 0
-    numbers = placeholder_numbers(text)
+    spans, places, pieces, end, numbers = {}, {}, [], 0, set()
+    free = placeholder_numbers(text)
     for match in SPANS.finditer(text):
-        placeholder = next(numbers)
+        placeholder = next(free)
         spans[placeholder] = match.group()
+        if match.lastgroup == "number":
+            numbers.add(placeholder)
         places[placeholder] = match.start() / max(len(text), 1)
         pieces += [text[end : match.start()], placeholder]
         end = match.end()
     pieces.append(text[end:])
-    return Protected("".join(pieces), spans, places)
+    return Protected("".join(pieces), spans, places, numbers)
 
 
 def insert_at_word_boundary(text: str, span: str, share: float) -> str:

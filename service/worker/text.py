@@ -9,6 +9,7 @@ per language: sentencex builds its rules for a language once, inside the library
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import sentencex
 
@@ -64,3 +65,48 @@ def join_translations(pieces: list[str], translations: list[str]) -> str:
         elif piece.strip():
             out.append(next(it))
     return "".join(out).strip()
+
+
+# where a clause ends: after , ; : or a dash, before the next word
+CLAUSE_END = re.compile(r"(?<=[,;:\u2013\u2014])\s+|\s+(?=[\u2013\u2014-]\s)")
+SPACES = re.compile(r"\s+")
+
+
+def split_clauses(sentence: str, too_long: Callable[[str], bool]) -> list[str]:
+    """`sentence` in parts none of which is too_long: cut in two at the clause boundary nearest its middle, else at
+    the space nearest it, else in the middle (a text without spaces), and so on while a part is too long."""
+    if not too_long(sentence) or len(sentence) < 2:
+        return [sentence]
+    middle = len(sentence) / 2
+    cuts = [m.span() for m in CLAUSE_END.finditer(sentence)] or [m.span() for m in SPACES.finditer(sentence)]
+    start, end = min(cuts, key=lambda span: abs(span[0] - middle)) if cuts else (len(sentence) // 2,) * 2
+    if start == 0 or end == len(sentence):
+        start = end = len(sentence) // 2
+    return split_clauses(sentence[:start], too_long) + split_clauses(sentence[end:], too_long)
+
+
+def in_capitals(sentence: str) -> bool:
+    """Whether a sentence is written in capitals: two words or more of two letters or more, and no lowercase
+    letter (an acronym alone is not)."""
+    return not any(c.islower() for c in sentence) and len(re.findall(r"[^\W\d_]{2,}", sentence)) >= 2
+
+
+def ordinary_case(sentence: str) -> str:
+    """A sentence in capitals as a sentence in ordinary case: lowercase, its first letter a capital."""
+    lower = sentence.lower()
+    first = next((i for i, c in enumerate(lower) if c.isalpha()), None)
+    return lower if first is None else lower[:first] + lower[first].upper() + lower[first + 1 :]
+
+
+def split_long(pieces: list[str], too_long: Callable[[str], bool]) -> list[str]:
+    """A split_sentences() layout with each too_long sentence split_clauses()'d, its parts one space apart."""
+    out: list[str] = []
+    for i, piece in enumerate(pieces):
+        if i % 2:
+            out.append(piece)
+            continue
+        first, *rest = split_clauses(piece, too_long)
+        out.append(first)
+        for part in rest:
+            out += [" ", part]
+    return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Protocol
 
 from service.worker.documents.ebook import Book
@@ -33,8 +34,10 @@ from service.worker.markup import Unit
 class Document(Protocol):
     units: list[Unit]
 
-    def write(self, translations: list[Unit]) -> bytes:
-        """The file again, the i-th unit replaced by translations[i]."""
+    def write(self, translations: list[Unit], language: str) -> bytes:
+        """The file again, the i-th unit replaced by translations[i], its language attributes and metadata set to
+        `language` (an HTML page's lang, an e-book's dc:language, a .docx's w:lang, a slide's lang, ODF's
+        fo:language) where the format has them."""
         ...
 
 
@@ -70,6 +73,12 @@ MEDIA_TYPES = {
     ".srt": "application/x-subrip; charset=utf-8",
     ".epub": "application/epub+zip",
 }
+
+
+def translated_name(name: str, language: str) -> str:
+    """A translated file's name, as the CLI and /download_file give it: story.docx -> story.de.docx."""
+    path = PurePath(name)
+    return f"{path.stem}.{language}{path.suffix}"
 
 
 def read(data: bytes, suffix: str, limits: Limits) -> Document:

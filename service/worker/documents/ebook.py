@@ -21,10 +21,14 @@ from html.entities import name2codepoint
 
 from bs4 import BeautifulSoup
 from ebooklib import epub
+from lxml import etree
 
-from service.worker.documents.package import open_package, rewrite
+from service.worker.documents.package import SAFE_XML, open_package, rewrite, xml_bytes
+from service.worker.documents.webpage import set_language
 from service.worker.html_units import XML_FORMATTER, HtmlUnits
 from service.worker.markup import Unit
+
+DC_LANGUAGE = "{http://purl.org/dc/elements/1.1/}language"
 
 
 class Book:
@@ -32,6 +36,7 @@ class Book:
         self.archive = open_package(data, ".epub", max_nodes)
         reader = epub.EpubReader(io.BytesIO(data), {"ignore_ncx": True})
         book = reader.load()
+        self.package_name = reader.opf_file
         self.chapters: list[tuple[str, BeautifulSoup, HtmlUnits]] = []
         names = [posixpath.normpath(posixpath.join(reader.opf_dir, item.file_name))
                  for item in book.get_items() if isinstance(item, epub.EpubHtml)]
@@ -40,12 +45,17 @@ class Book:
             self.chapters.append((name, soup, HtmlUnits(soup)))
         self.units: list[Unit] = [unit for _, _, html in self.chapters for unit in html.units]
 
-    def write(self, translations: list[Unit]) -> bytes:
+    def write(self, translations: list[Unit], language: str) -> bytes:
         replaced, at = {}, 0
         for name, soup, html in self.chapters:
             html.write(translations[at : at + len(html.units)])
+            set_language(soup, language)
             at += len(html.units)
             replaced[name] = soup.decode(formatter=XML_FORMATTER).encode("utf-8")
+        package = etree.fromstring(self.archive.read(self.package_name), SAFE_XML)
+        for element in package.iter(DC_LANGUAGE):
+            element.text = language
+        replaced[self.package_name] = xml_bytes(package)
         return rewrite(self.archive, replaced)
 
 

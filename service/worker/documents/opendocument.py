@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from lxml import etree
 
-from service.worker.documents.package import open_package, rewrite, xml_bytes
+from service.worker.documents.package import SAFE_XML, open_package, rewrite, xml_bytes
 from service.worker.errors import InvalidRequest
 from service.worker.markup import Atom, Close, Open, Unit, has_text
 
@@ -23,6 +23,10 @@ INLINE = frozenset({f"{{{TEXT}}}span", f"{{{TEXT}}}a"})
 SPACE = f"{{{TEXT}}}s"  # one space or more, given to the translator as one
 LEFT_OUT = frozenset({f"{{{TEXT}}}soft-page-break"})  # where the source's last layout broke a page
 PARTS = ("content.xml", "styles.xml")
+OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+STRING_VALUE, CELL = f"{{{OFFICE}}}string-value", "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}table-cell"
+FO = "urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0"
+LANGUAGE, COUNTRY = f"{{{FO}}}language", f"{{{FO}}}country"
 MIMETYPES = ("application/vnd.oasis.opendocument.text", "application/vnd.oasis.opendocument.presentation")
 
 
@@ -32,17 +36,30 @@ class OpenDocument:
         mimetype = self.archive.read("mimetype").decode("ascii", "replace").strip()
         if mimetype not in MIMETYPES:
             raise InvalidRequest(f"not an OpenDocument text or presentation (its mimetype is {mimetype[:100]!r})")
-        parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
-        self.roots = {name: etree.fromstring(self.archive.read(name), parser) for name in PARTS}
+        self.roots = {name: etree.fromstring(self.archive.read(name), SAFE_XML) for name in PARTS}
         paragraphs = [p for root in self.roots.values() for p in root.iter(*PARAGRAPHS)]
         units = [(p, pieces(p)) for p in paragraphs]
         self.paragraphs = [p for p, unit in units if has_text(unit)]
         self.units: list[Unit] = [unit for _, unit in units if has_text(unit)]
 
-    def write(self, translations: list[Unit]) -> bytes:
+    def write(self, translations: list[Unit], language: str) -> bytes:
         for paragraph, unit in zip(self.paragraphs, translations, strict=True):
             write(paragraph, unit)
+        for root in self.roots.values():
+            localize(root, language)
         return rewrite(self.archive, {name: xml_bytes(root) for name, root in self.roots.items()})
+
+
+def localize(root: etree._Element, language: str) -> None:
+    """A part in `language`: each style's fo:language (its fo:country, the source's, left out), and each table
+    cell's office:string-value (the value a spreadsheet reads) its translated text."""
+    for element in root.iter():
+        if LANGUAGE in element.attrib:
+            element.set(LANGUAGE, language)
+            element.attrib.pop(COUNTRY, None)
+    for cell in root.iter(CELL):
+        if STRING_VALUE in cell.attrib:
+            cell.set(STRING_VALUE, "\n".join("".join(p.itertext()) for p in cell.iter(*PARAGRAPHS)))
 
 
 def pieces(element: etree._Element) -> Unit:

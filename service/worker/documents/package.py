@@ -25,6 +25,9 @@ MAX_UNPACKED = 256 << 20  # bytes: a book's text with its images fits many times
 XML_MEMBERS = (".xml", ".rels", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".svg")
 
 
+SAFE_XML = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
+
+
 def open_package(data: bytes, kind: str, max_nodes: int) -> zipfile.ZipFile:
     """The zip in `data`, its size and its XML checked (see the module's docstring); `kind` names it in errors."""
     try:

@@ -29,7 +29,7 @@ class PlainText:
         self.translated = [i for i, line in enumerate(self.lines) if has_text([line])]
         self.units: list[Unit] = [[self.lines[i].rstrip("\r\n")] for i in self.translated]
 
-    def write(self, translations: list[Unit]) -> bytes:
+    def write(self, translations: list[Unit], language: str) -> bytes:
         lines = list(self.lines)
         for i, pieces in zip(self.translated, translations, strict=True):
             ending = lines[i][len(lines[i].rstrip("\r\n")) :]

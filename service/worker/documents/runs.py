@@ -231,19 +231,32 @@ class Paragraph:
         return element
 
 
+# the attribute that names an element's language: a .docx's w:lang, a slide's run properties
+W, A = "http://schemas.openxmlformats.org/wordprocessingml/2006/main", "http://schemas.openxmlformats.org/drawingml/2006/main"
+LANGUAGE = {f"{{{W}}}lang": f"{{{W}}}val", **{f"{{{A}}}{tag}": "lang" for tag in ("rPr", "endParaRPr", "defRPr")}}
+
+
+
 class ParagraphDocument:
     """A document whose units are its paragraphs of runs (.docx, .pptx): those with text; `package` (python-docx's
     or python-pptx's) writes the file again."""
 
-    def __init__(self, package: object, paragraphs: Iterable[Paragraph]) -> None:
-        """`paragraphs` are taken one at a time: those without text are let go at once."""
+    def __init__(self, package: object, paragraphs: Iterable[Paragraph], trees: list[etree._Element]) -> None:
+        """`paragraphs` are taken one at a time: those without text are let go at once; `trees` are the XML trees
+        whose language attributes (LANGUAGE) name the target once written."""
         self.package = package
+        self.trees = trees
         self.paragraphs = [p for p in paragraphs if has_text(p.unit)]
         self.units: list[Unit] = [p.unit for p in self.paragraphs]
 
-    def write(self, translations: list[Unit]) -> bytes:
+    def write(self, translations: list[Unit], language: str) -> bytes:
         for paragraph, pieces in zip(self.paragraphs, translations, strict=True):
             paragraph.write(pieces)
+        for tree in self.trees:
+            for element in tree.iter(*LANGUAGE):
+                if element.get(LANGUAGE[element.tag]) is not None:
+                    element.set(LANGUAGE[element.tag], language)
         out = io.BytesIO()
         self.package.save(out)
         return out.getvalue()
+

@@ -32,4 +32,5 @@ class Presentation(ParagraphDocument):
             trees.append(slide.element)
             if slide.has_notes_slide:
                 trees.append(slide.notes_slide.element)
-        super().__init__(self.presentation, (Paragraph(p, DRAWING) for tree in trees for p in tree.iter(qn("a:p"))))
+        super().__init__(self.presentation, (Paragraph(p, DRAWING) for tree in trees for p in tree.iter(qn("a:p"))),
+                         trees)

@@ -37,7 +37,7 @@ class Subtitles:
         self.translated = [cue for cue in self.cues if has_text([cue.content])]
         self.units: list[Unit] = [pieces(cue.content) for cue in self.translated]
 
-    def write(self, translations: list[Unit]) -> bytes:
+    def write(self, translations: list[Unit], language: str) -> bytes:
         for cue, unit in zip(self.translated, translations, strict=True):
             cue.content = "".join(written(piece) for piece in unit)
         return srt.compose(self.cues, reindex=False).encode("utf-8")

@@ -23,19 +23,21 @@ async def off_the_loop(work: Callable[[], T]) -> T:
     return await asyncio.get_running_loop().run_in_executor(READING, work)
 
 
-async def translate_file(data: bytes, suffix: str, limits: Limits, translate_texts: TranslateTexts) -> bytes:
-    """The file in `data` (named with `suffix`) translated, as bytes of the same format."""
+async def translate_file(data: bytes, suffix: str, limits: Limits, translate_texts: TranslateTexts,
+                         language: str) -> bytes:
+    """The file in `data` (named with `suffix`) translated into `language`, as bytes of the same format."""
     document = await off_the_loop(lambda: read(data, suffix, limits))
-    return await translate_document(document, translate_texts)
+    return await translate_document(document, translate_texts, language)
 
 
-async def translate_document(document: Document, translate_texts: TranslateTexts) -> bytes:
-    """`document` with each unit translated: only units with text to translate are sent, all in one call."""
+async def translate_document(document: Document, translate_texts: TranslateTexts, language: str) -> bytes:
+    """`document` with each unit translated into `language`: only units with text to translate are sent, all in
+    one call."""
     marked: list[Marked] = await off_the_loop(lambda: [mark(unit) for unit in document.units])
     sent = [i for i, m in enumerate(marked) if m.text.strip()]
     translations = [m.text for m in marked]
     for i, translation in zip(sent, await translate_texts([marked[i].text for i in sent]), strict=True):
         translations[i] = translation
     return await off_the_loop(
-        lambda: document.write([unmark(translation, m) for translation, m in zip(translations, marked)])
+        lambda: document.write([unmark(translation, m) for translation, m in zip(translations, marked)], language)
     )

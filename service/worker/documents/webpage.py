@@ -7,12 +7,22 @@ from __future__ import annotations
 
 import re
 
+from bs4 import BeautifulSoup
+
 from service.worker.documents.plain import decode
 from service.worker.html5 import HTML_FORMATTER, check_safe, parse
 from service.worker.html_units import HtmlUnits
 from service.worker.markup import Unit
 
 WHOLE_PAGE = re.compile(r"<(?:html|body|head)[\s>]|<!doctype", re.IGNORECASE)
+
+
+def set_language(soup: BeautifulSoup, language: str) -> None:
+    """The page's (or XHTML document's) html element in `language`: lang, and xml:lang where it has one."""
+    if (root := soup.find("html")) is not None:
+        root["lang"] = language
+        if root.has_attr("xml:lang"):
+            root["xml:lang"] = language
 
 
 class WebPage:
@@ -23,8 +33,9 @@ class WebPage:
         self.html = HtmlUnits(self.soup)
         self.units: list[Unit] = self.html.units
 
-    def write(self, translations: list[Unit]) -> bytes:
+    def write(self, translations: list[Unit], language: str) -> bytes:
         self.html.write(translations)
+        set_language(self.soup, language)
         written = self.soup.decode(formatter=HTML_FORMATTER)
         check_safe(self.text, written, self.fragment)
         return written.encode("utf-8")

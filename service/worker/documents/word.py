@@ -40,4 +40,6 @@ class WordDocument(ParagraphDocument):
         open_package(data, ".docx", max_nodes)
         self.document = docx.Document(io.BytesIO(data))
         parts = [part for part in self.document.part.package.iter_parts() if isinstance(part, STORIES)]
-        super().__init__(self.document, (Paragraph(p, WORD) for part in parts for p in part.element.iter(qn("w:p"))))
+        trees = [part.element for part in parts] + [self.document.styles.element]
+        super().__init__(self.document, (Paragraph(p, WORD) for part in parts for p in part.element.iter(qn("w:p"))),
+                         trees)

@@ -13,7 +13,7 @@ from fastapi.responses import Response
 from service.settings import Settings
 from service.worker.access import Client
 from service.worker.dependencies import Params, ServingPipeline, client, state, unless_disconnected, validated
-from service.worker.documents import FORMATS, Limits
+from service.worker.documents import FORMATS, Limits, translated_name
 from service.worker.documents.translate import translate_file as translate_document
 from service.worker.errors import InvalidRequest, NotFound
 from service.worker.files import content_disposition, media_type, uploaded_name
@@ -51,7 +51,9 @@ async def translate_file(request: Request, p: ServingPipeline, values: Params) -
 
     suffix, s = PurePath(name).suffix.lower(), p.settings
     limits = Limits(chars=s.max_file_chars, nodes=s.max_file_nodes)
-    translated = await unless_disconnected(request, translate_document(data, suffix, limits, translate_texts))
+    translated = await unless_disconnected(request, translate_document(data, suffix, limits, translate_texts,
+                                                                       req.target))
+    name = translated_name(name, req.target)  # as the CLI names it: story.de.docx
     token = await asyncio.to_thread(state(request).files.put, client(request).owner, name, translated)
     return FileTranslated(translatedFileUrl=f"{public_base(request, s)}download_file/{token}/{quote(name, safe='')}")
 

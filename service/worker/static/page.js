@@ -18,6 +18,12 @@ const translateButton = document.getElementById("translate");
 const error = document.getElementById("error");
 const apiKeyLabel = document.getElementById("api-key-label");
 const apiKey = document.getElementById("api-key"); // shown when the server needs a key; sent as api_key
+const tabs = [...document.querySelectorAll('[role="tab"]')];
+const file = document.getElementById("file");
+const translateFileButton = document.getElementById("translate-file");
+const fileProgress = document.getElementById("file-progress");
+const fileStatus = document.getElementById("file-status");
+const download = document.getElementById("download");
 
 let languages = []; // [{code, name, targets}], as GET /languages answers
 
@@ -87,7 +93,9 @@ async function loadLanguages() {
   apiKeyLabel.hidden = !start.keyRequired;
   fillSelect(source, options, start.language.source.code);
   showTargets(start.language.target.code);
+  file.accept = start.supportedFilesFormat.join(",");
   translateButton.disabled = false;
+  translateFileButton.disabled = !start.filesTranslation;
 }
 
 // --- translating ----------------------------------------------------------------------------------------------
@@ -143,6 +151,62 @@ function swapLanguages() {
     showResult({ translatedText: "" });
   }
 }
+
+// --- files ------------------------------------------------------------------------------------------------------
+
+function showTab(chosen) {
+  for (const tab of tabs) {
+    tab.setAttribute("aria-selected", String(tab === chosen));
+    document.getElementById(tab.getAttribute("aria-controls")).hidden = tab !== chosen;
+  }
+}
+
+// Sends the chosen file to POST /translate_file with an XMLHttpRequest (fetch reports no upload progress): the bar
+// shows the upload, then runs without a value while the service translates; the answer's URL is the download.
+function translateFile() {
+  if (!file.files.length) {
+    showError("Choose a file first.");
+    return;
+  }
+  const body = new FormData();
+  body.append("file", file.files[0]);
+  body.append("source", source.value);
+  body.append("target", target.value);
+  const request = new XMLHttpRequest();
+  request.open("POST", "translate_file");
+  request.responseType = "json";
+  request.upload.addEventListener("progress", (event) => {
+    if (event.lengthComputable) fileProgress.value = event.loaded / event.total;
+  });
+  request.upload.addEventListener("load", () => {
+    fileProgress.removeAttribute("value"); // uploaded: translating, for as long as it takes
+    fileStatus.textContent = "Translating…";
+  });
+  request.addEventListener("loadend", () => {
+    translateFileButton.disabled = false;
+    fileProgress.hidden = true;
+    const url = request.response?.translatedFileUrl;
+    if (request.status === 200 && url) {
+      const name = decodeURIComponent(new URL(url).pathname.split("/").pop());
+      Object.assign(download, { href: url, download: name, textContent: `Download ${name}`, hidden: false });
+      fileStatus.textContent = "Translated.";
+    } else {
+      fileStatus.textContent = "";
+      showError(request.response?.error ?? (request.status ? `The server answered ${request.status}.`
+        : "The server cannot be reached."));
+    }
+  });
+  translateFileButton.disabled = true;
+  download.hidden = true;
+  showError("");
+  fileProgress.value = 0;
+  fileProgress.hidden = false;
+  fileStatus.textContent = "Uploading…";
+  request.send(body);
+}
+
+for (const tab of tabs) tab.addEventListener("click", () => showTab(tab));
+translateFileButton.addEventListener("click", translateFile);
 
 form.addEventListener("submit", (event) => {
   event.preventDefault();

@@ -1,0 +1,80 @@
+"""Repetition guards: a step's candidate tokens re-scored from each row's history, so that a search cannot loop.
+
+Two options as CTranslate2 offers them, and one more (SearchOptions fields; all off by default, so that the search
+gives what reference implementations give):
+    repetition_penalty      a candidate token that the row already holds has its score made 1/penalty as likely
+                            (its log-probability times the penalty: CTranslate2 divides a positive logit by it and
+                            multiplies a negative one)
+    no_repeat_ngram_size    a candidate that would complete an n-gram of this many tokens that the row already
+                            holds ngram_repeats times is taken out (its log-probability -inf); ngram_repeats 1 is
+                            CTranslate2's no_repeat_ngram_size
+    ngram_repeats           how often an n-gram may occur (1, CTranslate2's; 2 lets a phrase stand twice, so that
+                            only a loop is cut: an output in which no n-gram occurs three times is never changed)
+
+The decoder gives each row's `width` best tokens, not the whole vocabulary: a guarded step asks for EXTRA more, so
+that a row whose best tokens are taken out still has others, re-ranks them, and keeps the best `width`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+EXTRA = 8  # candidates a guarded step asks the decoder for beyond the search's own width
+
+
+class Guarded(Protocol):
+    repetition_penalty: float
+    no_repeat_ngram_size: int
+    ngram_repeats: int
+
+
+def wanted(opts: Guarded) -> bool:
+    """Whether these options guard the search at all."""
+    return opts.repetition_penalty != 1.0 or opts.no_repeat_ngram_size > 0
+
+
+def per_row(options: Sequence[Guarded], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's (repetition_penalty, no_repeat_ngram_size, ngram_repeats): the options of its sentence, which has
+    rows[i] rows."""
+    values = np.array([(o.repetition_penalty, o.no_repeat_ngram_size, o.ngram_repeats) for o in options])
+    penalty, size, repeats = values.repeat(rows, axis=0).T if len(values) else np.zeros((3, 0))
+    return penalty, size.astype(np.int64), repeats.astype(np.int64)
+
+
+def apply(top_tokens: np.ndarray, top_logp: np.ndarray, history: np.ndarray, lengths: np.ndarray,
+          options: tuple[np.ndarray, np.ndarray, np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows' `width` best candidates once guarded: top_tokens, top_logp (R, W >= width) as the decoder gave them,
+    history (R, T) each row's tokens so far (the first lengths[r] of its row), options per_row's."""
+    penalty, size, repeats = options
+    logp = top_logp.astype(np.float64)
+    held = np.arange(history.shape[1]) < lengths[:, None]  # (R, T)
+    if (penalty != 1.0).any():
+        seen = ((history[:, None, :] == top_tokens[:, :, None]) & held[:, None, :]).any(axis=2)  # (R, W)
+        logp = np.where(seen, logp * penalty[:, None], logp)
+    for n in np.unique(size[size > 0]):
+        rows = np.flatnonzero(size == n)
+        banned = repeated(top_tokens[rows], history[rows], lengths[rows], int(n), repeats[rows])
+        logp[rows] = np.where(banned, -np.inf, logp[rows])
+    order = np.argsort(-logp, axis=1, kind="stable")[:, :width]
+    return np.take_along_axis(top_tokens, order, axis=1), np.take_along_axis(logp, order, axis=1).astype(top_logp.dtype)
+
+
+def repeated(candidates: np.ndarray, history: np.ndarray, lengths: np.ndarray, n: int,
+             repeats: np.ndarray) -> np.ndarray:
+    """(R, W): whether each candidate would complete an n-gram that its row holds `repeats` times already."""
+    if n == 1:
+        count = ((history[:, None, :] == candidates[:, :, None])
+                 & (np.arange(history.shape[1]) < lengths[:, None])[:, None, :]).sum(axis=2)
+        return count >= repeats[:, None]
+    if history.shape[1] < n:
+        return np.zeros(candidates.shape, dtype=bool)
+    windows = np.lib.stride_tricks.sliding_window_view(history, n, axis=1)  # (R, T - n + 1, n)
+    rows = np.arange(len(history))
+    prefix = history[rows[:, None], np.clip(lengths[:, None] - (n - 1) + np.arange(n - 1), 0, None)]  # (R, n - 1)
+    complete = np.arange(windows.shape[1]) + n <= lengths[:, None]  # windows wholly inside the history
+    same = (windows[:, :, : n - 1] == prefix[:, None, :]).all(axis=2) & complete  # (R, T - n + 1)
+    count = (same[:, None, :] & (windows[:, None, :, n - 1] == candidates[:, :, None])).sum(axis=2)  # (R, W)
+    return (count >= repeats[:, None]) & (lengths >= n - 1)[:, None]

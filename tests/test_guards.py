@@ -1,0 +1,87 @@
+"""Repetition guards (core.guards) on their own and in the search (core.search): a loop is cut, an output without
+one is unchanged, and with the guards off (the default) nothing changes."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from core import guards
+from core.search import SearchOptions, search
+from model.config import preset
+
+VOCAB, EOS, CYCLE = 12, 3, (5, 6, 7)
+CFG = preset("tiny", vocab_size=VOCAB, max_len=64)
+
+
+class LoopingDecoder:
+    """Prefers the token after the row's last one in CYCLE (5 6 7 5 6 7 ...); </s> is unlikely, every other token
+    less likely than the cycle's, token 4 + t a little more likely at step t than the rest."""
+
+    def __init__(self) -> None:
+        self.t = np.zeros(0, dtype=np.int64)
+
+    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+        self.t = np.concatenate([self.t, np.zeros(repeat.sum(), dtype=np.int64)])
+
+    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        logits = np.full((len(tokens), VOCAB), -4.0)
+        logits[:, EOS] = -6.0
+        logits[np.arange(len(tokens)), (4 + self.t) % VOCAB] = -3.0
+        following = np.array([CYCLE[(CYCLE.index(t) + 1) % 3] if t in CYCLE else CYCLE[0] for t in tokens])
+        logits[np.arange(len(tokens)), following] = -0.1
+        logits[:, :3] = -np.inf  # <pad>, <unk>, <s>
+        self.t += 1
+        order = np.argsort(-logits, axis=1, kind="stable")[:, :width]
+        return order, np.take_along_axis(logits, order, axis=1)
+
+    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
+        self.t = self.t[rows]
+
+
+def ngram_counts(tokens: list[int], n: int) -> Counter:
+    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
+
+def translate(beam: int, **guard: float) -> list[int]:
+    opts = SearchOptions(beam_size=beam, max_length=40, **guard)
+    return search(LoopingDecoder(), [[4, EOS]], opts, CFG)[0][0].tokens
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_without_guards_the_decoder_loops(beam: int):
+    assert max(ngram_counts(translate(beam), 4).values()) > 2
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+@pytest.mark.parametrize(("n", "repeats"), [(4, 2), (3, 1), (2, 1)])
+def test_no_n_gram_occurs_more_often_than_allowed(beam: int, n: int, repeats: int):
+    tokens = translate(beam, no_repeat_ngram_size=n, ngram_repeats=repeats)
+    assert len(tokens) >= 10  # it goes on, with other tokens
+    assert max(ngram_counts(tokens, n).values()) <= repeats
+
+
+def test_the_repetition_penalty_makes_held_tokens_less_likely():
+    tokens = translate(1, repetition_penalty=50.0)
+    assert len(set(tokens[:6])) == 6  # once a token is held, a fresh one is likelier than the cycle's next
+
+
+def test_an_output_without_a_loop_is_unchanged_by_the_loop_guard():
+    """A row whose 4-grams occur at most twice keeps its candidates and their order."""
+    history = np.array([[5, 6, 7, 8, 5, 6, 7, 9, 0, 0]])
+    candidates = np.array([[8, 9, 10]])
+    logp = np.array([[-0.1, -0.2, -0.3]])
+    options = guards.per_row([SearchOptions(no_repeat_ngram_size=4, ngram_repeats=2)], np.array([1]))
+    tokens, scores = guards.apply(candidates, logp, history, np.array([7]), options, 3)
+    assert tokens.tolist() == [[8, 9, 10]] and scores.tolist() == logp.tolist()
+    # "5 6 7 8" held twice: 8 after "5 6 7" would be its third
+    history = np.array([[5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7, 0]])
+    tokens, _ = guards.apply(candidates, logp, history, np.array([11]), options, 2)
+    assert tokens.tolist() == [[9, 10]]
+
+
+def test_guards_are_off_by_default():
+    assert not guards.wanted(SearchOptions())
+    assert translate(1) == translate(1, no_repeat_ngram_size=0, repetition_penalty=1.0)
