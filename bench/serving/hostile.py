@@ -62,7 +62,7 @@ from bench.common.machine import environment, rss_mib
 from bench.common.report import write_results
 from bench.common.sentences import multi30k_sentences
 from service.launch import RunningService, free_port, running_service
-from service.metrics import MULTIPROCESS_DIR
+from service.settings import DEFAULT_DATA_DIR
 
 SHIPPED_MODELS = REPO / "models"
 NESTED_MARKUP = "<b>" * 1660 + "x"  # 5 KB, 1,660 elements deep
@@ -144,9 +144,11 @@ def engine_and_workers(service: RunningService) -> tuple[int, list[int]]:
 
 
 def files_folder(worker: int) -> Path:
-    """Where the service keeps translated files: beside the metrics folder its supervisor handed the workers."""
+    """Where the service keeps translated files: the files folder of the data folder its worker was given
+    (TRANSLATOR_DATA_DIR), or of the setting's default."""
     environ = dict(entry.split(b"=", 1) for entry in Path(f"/proc/{worker}/environ").read_bytes().split(b"\0") if entry)
-    return Path(environ[MULTIPROCESS_DIR.encode()].decode()).parent / "files"
+    data_dir = environ.get(b"TRANSLATOR_DATA_DIR")
+    return (Path(data_dir.decode()) if data_dir else DEFAULT_DATA_DIR) / "files"
 
 
 # --- the cases -------------------------------------------------------------------------------------------------
