@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_cache_layouts import run_with_joins_and_removals, sources
 
 from core.search import Hypothesis, RunningBatch, SearchOptions, StepPlan, pad_batch, search
 from service.engine import graphed
@@ -42,12 +43,6 @@ def test_buckets_refuse_a_step_with_our_kernels(tiny_model_dir: Path):
     assert model.kernels
     with pytest.raises(ValueError, match="slot table"):
         BucketStore(model, model.decoder, capture=False)
-
-
-def sources(count: int, seed: int) -> list[list[int]]:
-    """Source ids of varied lengths (4 to 24 tokens), </s> last."""
-    rng = np.random.default_rng(seed)
-    return [[*rng.integers(4, 90, rng.integers(3, 24)).tolist(), 2] for _ in range(count)]
 
 
 def assert_same(ours: list[list[Hypothesis]], eager: list[list[Hypothesis]]) -> None:
@@ -87,26 +82,10 @@ def test_joins_and_removals_mid_batch_are_the_eager_decoders(model: ModelSession
     """A running batch that sentences join (longer sources than those running: the source bucket grows) and that
     the caller removes sentences from, of mixed beam sizes, step by step as the eager decoder's."""
     store = BucketStore(model, model.decoder, capture=False, encoder=model.encoder if encoder == "buckets" else None)
-    batches = [RunningBatch(BucketedDecoder(model, store), model.model_config),
-               RunningBatch(ExportedDecoder(model), model.model_config)]
-    short, long = sources(3, seed=1), [[*range(4, 30), 2], [*range(30, 70), 2]]
-    options = [SearchOptions(beam_size=k, n_best=k, max_length_extra=30) for k in (1, 4, 2)]
-    finished: list[dict] = [{}, {}]
-    for batch, done in zip(batches, finished):
-        batch.add(short, options, ["a", "b", "c"])
-        for step in range(200):
-            if step == 3:
-                batch.add(long, options[:2], ["d", "e"])
-            if step == 6:
-                done |= {s.key: s.result() for s in batch.remove({"b"})}
-            if step == 9:
-                batch.add(short[:1], options[1:2], ["f"])
-            done |= {s.key: s.result() for s in batch.step()}
-            if not len(batch):
-                break
-    assert finished[0].keys() == finished[1].keys()
-    assert_same([finished[0][key] for key in finished[1]], list(finished[1].values()))
-    assert set(finished[0]) == {"a", "b", "c", "d", "e", "f"}
+    ours = run_with_joins_and_removals(BucketedDecoder(model, store), model.model_config)
+    eager = run_with_joins_and_removals(ExportedDecoder(model), model.model_config)
+    assert set(ours) == set(eager) == {"a", "b", "c", "d", "e", "f"}
+    assert_same([ours[key] for key in eager], list(eager.values()))
     assert len({shape.source for shape in store.buckets}) > 1
     if encoder == "buckets":  # (rows, source): 3 sentences of up to 24 tokens, then 2 of 27 and 41, then 1 short
         assert set(store.encoder_buckets) == {(4, 32), (2, 64), (1, 16)}
