@@ -50,7 +50,7 @@ data: $(VENV)/bin/python
 		rm -rf "$(MULTI30K_DIR)"; exit 1; }
 
 test: $(VENV)/.dev system-deps data $(KERNELS)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --ignore=tests/deploy  # tests/deploy: make test-deploy
 
 # The container tests (tests/deploy): Debian's podman (runc, cgroupfs), mmdebstrap for the base images, and
 # podman-compose (the dev extra's, which reads compose's !reset). Builds reach PyPI through this machine's CAs.
