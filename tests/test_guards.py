@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from core import guards
-from core.search import SearchOptions, search
+from core.search import SearchOptions, StepPlan, search
 from model.config import preset
 
 VOCAB, EOS, CYCLE = 12, 3, (5, 6, 7)
@@ -37,8 +37,8 @@ class LoopingDecoder:
         order = np.argsort(-logits, axis=1, kind="stable")[:, :width]
         return order, np.take_along_axis(logits, order, axis=1)
 
-    def select(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
-        self.t = self.t[rows]
+    def apply(self, plan: StepPlan) -> None:
+        self.t = self.t[plan.parents]
 
 
 def ngram_counts(tokens: list[int], n: int) -> Counter:

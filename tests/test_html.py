@@ -271,8 +271,8 @@ def runs_in_chromium(pages: list[str]) -> Counter[int]:
         dumped = subprocess.run(
             ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={folder}/profile",
-             "--virtual-time-budget=5000", "--timeout=20000", "--dump-dom", page.as_uri()],
-            capture_output=True, text=True, timeout=60, check=True,
+             "--virtual-time-budget=30000", "--timeout=90000", "--dump-dom", page.as_uri()],
+            capture_output=True, text=True, timeout=180, check=True,
         ).stdout
     calls = re.search(r'<pre id="calls">([^<]*)</pre>', dumped)
     assert calls is not None, dumped[:500]
