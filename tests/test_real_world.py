@@ -1,4 +1,4 @@
-"""Issue 50's probe sets (tests/data/real_world, written for it) through the real service: `python -m service` with
+"""The real-world probe sets (tests/data/real_world, written for it) through the real service: `python -m service` with
 its default settings serving the shipped models, over HTTP. The checks are about behaviour, never a model's wording:
 numbers come back (localized by the rule), a 300-word sentence is translated without a loop, capitals come back in
 capitals, an unserved language with auto gets 400 naming it, and inline markup does not change the words.

@@ -503,7 +503,7 @@ def protocols(rounds: int, seconds: float) -> dict:
                    "median_requests_per_s": statistics.median(x["requests_per_s"] for x in r)}
             for name, r in runs.items()}
 
-# --- documents (issue 49) --------------------------------------------------------------------------------------
+# --- documents --------------------------------------------------------------------------------------------------
 
 
 def docx_of_empty_paragraphs(unpacked_mib: int = 40) -> bytes:
