@@ -1,5 +1,5 @@
-"""The HTTP worker's FastAPI app: LibreTranslate's API (routes/), health, readiness and metrics, the page at / and
-the docs, in front of an engine (service.protocol.EngineClient).
+"""The HTTP worker's FastAPI app: LibreTranslate's and DeepL's APIs (routes/), health, readiness and metrics, the
+page at / and the docs, in front of an engine (service.protocol.EngineClient).
 
     app = create_app(settings, RemoteEngine(address, lifeline, settings))   # an HTTP worker of `python -m service`
     app = create_app(settings, Engine(settings, metrics), metrics)  # one process serves everything (service.solo)
@@ -28,13 +28,14 @@ from service.metrics import Metrics
 from service.protocol import EngineClient, Phase
 from service.settings import Settings
 from service.worker import errors
+from service.worker.deepl.glossaries import GlossaryFolder, GlossaryRepository
 from service.worker.detect import LanguageDetector, every_language
 from service.worker.files import TranslatedFiles
 from service.worker.middleware import BodyLimit, CloseWhenStopping, Observe
 from service.worker.pairs import Pairs
 from service.worker.params import invisible_characters
 from service.worker.pipeline import Pipeline
-from service.worker.routes import files, languages, operations, pages, translate
+from service.worker.routes import deepl, files, languages, operations, pages, translate
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class State:
     metrics: Metrics
     engine: EngineClient
     files: TranslatedFiles
+    glossaries: GlossaryRepository
     pipeline: Pipeline | None = None  # once the engine is READY and this worker has loaded the pairs' tokenizers
     serving: asyncio.Event = field(default_factory=asyncio.Event)  # set with the pipeline
     draining: asyncio.Future | None = None  # the drain, once begun
@@ -117,7 +119,7 @@ def create_app(
     if shared is None:
         own = tempfile.TemporaryDirectory(prefix="translator-")  # removed at exit
         shared = Path(own.name)
-    state = State(settings, metrics, engine, TranslatedFiles(shared / "files"))
+    state = State(settings, metrics, engine, TranslatedFiles(shared / "files"), GlossaryFolder(shared / "glossaries"))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -138,7 +140,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.translator_state = state
-    for routes in (translate, files, languages, operations, pages):
+    for routes in (translate, deepl, files, languages, operations, pages):
         app.include_router(routes.router)
     errors.install(app)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, file_limit=settings.max_file_bytes)

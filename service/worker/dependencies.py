@@ -55,6 +55,19 @@ async def params(request: Request) -> dict[str, Any]:
     return await read_params(request, state(request).settings.api_keys)
 
 
+def deepl_key(request: Request, params: dict[str, Any]) -> str:
+    """The API key of a DeepL request: `Authorization: DeepL-Auth-Key KEY`, or the legacy auth_key parameter."""
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    if scheme == "DeepL-Auth-Key":
+        return key.strip()
+    return str(params.get("auth_key", ""))
+
+
+async def deepl_params(request: Request) -> dict[str, Any]:
+    """A DeepL request's parameters (as params()), its key checked as DeepL sends it (deepl_key)."""
+    return await read_params(request, state(request).settings.api_keys, deepl_key)
+
+
 def validated(model: type[Model], values: dict[str, Any]) -> Model:
     try:
         return model.model_validate(values)
@@ -86,3 +99,4 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
 ServingPipeline = Annotated[Pipeline, Depends(pipeline)]
 PipelineNow = Annotated[Pipeline, Depends(pipeline_now)]
 Params = Annotated[dict[str, Any], Depends(params)]
+DeepLParams = Annotated[dict[str, Any], Depends(deepl_params)]

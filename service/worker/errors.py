@@ -2,7 +2,8 @@
 
 The pipeline and the request reading raise domain errors (InvalidRequest, Forbidden, ...), the engine its
 EngineErrors (service.protocol); install() maps each to its status, LibreTranslate's body {"error": message}, and
-Retry-After where trying again later helps.
+Retry-After where trying again later helps. DeepL's API (/v2/, /v3/) gets its own body, {"message": message}, and
+its 429 Too Many Requests (with Retry-After) where the queue is full.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 
 CLIENT_GONE = 499  # nginx's "client closed request": what a request whose client hung up is counted as
 RETRY_AFTER = {"Retry-After": "1"}
+DEEPL_PATHS = ("/v2/", "/v3/")
 
 
 class RequestError(Exception):
@@ -95,9 +97,10 @@ ENGINE_ANSWERS: dict[type[EngineError], tuple[int, str]] = {
 }
 
 
-def error(status: int, message: str) -> JSONResponse:
-    """LibreTranslate's error body; Retry-After on a 503."""
-    return JSONResponse({"error": message}, status_code=status, headers=RETRY_AFTER if status == 503 else None)
+def error(status: int, message: str, path: str = "") -> JSONResponse:
+    """The error body of the API that `path` belongs to (LibreTranslate's, or DeepL's); Retry-After on a 503 or 429."""
+    body = {"message": message} if path.startswith(DEEPL_PATHS) else {"error": message}
+    return JSONResponse(body, status_code=status, headers=RETRY_AFTER if status in (429, 503) else None)
 
 
 NOT_A_NUMBER = {"int_parsing", "int_type", "int_from_float"}
@@ -121,28 +124,32 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestError)
     async def request_error(request: Request, exc: RequestError) -> JSONResponse:
-        return error(exc.status, exc.message)
+        return error(exc.status, exc.message, request.url.path)
 
     @app.exception_handler(EngineError)
     async def engine_error(request: Request, exc: EngineError) -> JSONResponse:
         status, message = ENGINE_ANSWERS[type(exc)]
         if status == 500:
             log.error("the engine failed a request on %s: %s", request.url.path, exc)
-        return error(status, message)
+        if isinstance(exc, QueueFull) and request.url.path.startswith(DEEPL_PATHS):
+            status = 429  # DeepL's "too many requests": its clients wait and try again
+        return error(status, message, request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+        response = error(exc.status_code, str(exc.detail), request.url.path)
+        response.headers.update(exc.headers or {})
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error(400, f"Invalid request: {describe(exc.errors())}")
+        return error(400, f"Invalid request: {describe(exc.errors())}", request.url.path)
 
     @app.exception_handler(ClientDisconnect)
     async def client_disconnected(request: Request, exc: ClientDisconnect) -> JSONResponse:
-        return error(CLIENT_GONE, ClientGone().message)
+        return error(CLIENT_GONE, ClientGone().message, request.url.path)
 
     @app.exception_handler(Exception)
     async def fault(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s", request.url.path)
-        return error(500, "internal error")
+        return error(500, "internal error", request.url.path)

@@ -24,7 +24,7 @@ from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, Tag
 from bs4.element import PageElement
 
 from service.worker.errors import InvalidRequest
-from service.worker.html_units import HTML_FORMATTER, MAX_DEPTH, HtmlUnits
+from service.worker.html_units import DEFAULT_TAGS, HTML_FORMATTER, MAX_DEPTH, HtmlUnits, Tags
 from service.worker.markup import mark, unmark
 
 RAW_TEXT_ELEMENTS = {"script", "style"}  # html.parser gives their content as text, "<" included
@@ -77,9 +77,10 @@ class HtmlText:
     """`texts` to translate, one per unit in document order, with placeholders for its inline markup;
     `render(translations)` gives the fragment with them in place."""
 
-    def __init__(self, markup: str) -> None:
+    def __init__(self, markup: str, tags: Tags = DEFAULT_TAGS) -> None:
         self.markup = markup
-        self.texts = [mark(unit).text for unit in HtmlUnits(BoundedSoup(markup)).units]
+        self.tags = tags
+        self.texts = [mark(unit).text for unit in HtmlUnits(BoundedSoup(markup), tags).units]
 
     def render(self, translations: list[str]) -> str:
         """The fragment with the i-th unit translated as translations[i] (its placeholders where the inline markup
@@ -88,6 +89,6 @@ class HtmlText:
         if len(translations) != len(self.texts):
             raise ValueError(f"{len(translations)} translations for {len(self.texts)} texts")
         soup = BoundedSoup(self.markup)
-        units = HtmlUnits(soup)
+        units = HtmlUnits(soup, self.tags)
         units.write([unmark(text, mark(unit)) for text, unit in zip(translations, units.units)])
         return soup.decode(formatter=HTML_FORMATTER)

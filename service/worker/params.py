@@ -14,7 +14,7 @@ import functools
 import json
 import sys
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -105,12 +105,20 @@ async def read_body(request: Request) -> tuple[dict[str, Any], str | None]:
     return {}, None
 
 
-async def read_params(request: Request, api_keys: list[str]) -> dict[str, Any]:
-    """Query string and body parameters merged (the body wins); 403 for a missing or wrong key when keys are set,
-    then 400 for a body that cannot be read or text that is not valid Unicode."""
+KeyOf = Callable[[Request, dict[str, Any]], Any]
+
+
+def api_key(request: Request, params: dict[str, Any]) -> Any:
+    """The API key of a LibreTranslate request: its api_key parameter."""
+    return params.get("api_key")
+
+
+async def read_params(request: Request, api_keys: list[str], key_of: KeyOf = api_key) -> dict[str, Any]:
+    """Query string and body parameters merged (the body wins); 403 for a missing or wrong key (`key_of` reads it)
+    when keys are set, then 400 for a body that cannot be read or text that is not valid Unicode."""
     body, problem = await read_body(request)
     params = {**merged(request.query_params.multi_items()), **body}
-    if api_keys and params.get("api_key") not in api_keys:
+    if api_keys and key_of(request, params) not in api_keys:
         raise Forbidden("Invalid API key")
     if problem:
         raise InvalidRequest(problem)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Literal
 
 from core.search import Hypothesis, SearchOptions
 from service.metrics import Metrics
@@ -19,16 +20,29 @@ from service.settings import Settings
 from service.worker.detect import LanguageDetector
 from service.worker.errors import InvalidRequest, Unsupported
 from service.worker.html import HtmlText
+from service.worker.html_units import DEFAULT_TAGS, Tags
 from service.worker.pairs import Pair, Pairs, language_name
 from service.worker.params import clean_text
 from service.worker.schemas import DetectedLanguage, TranslateRequest, TranslateResponse
-from service.worker.spans import Protected, protect, unprotected
-from service.worker.text import join_translations, sentences_of, split_sentences
+from service.worker.spans import Protected, Terms, protect
+from service.worker.text import join_translations, sentences_of, split_bounded, split_sentences
 
 NOTHING_DETECTED = ("en", 0.0)  # LibreTranslate's detection of text with nothing to detect
 DOCUMENT_BATCH = 64  # texts (paragraphs, cells, cues) of a document in one internal request
 DOCUMENT_REQUESTS = 3  # a document's internal requests at a time: enough to keep the running batch full
 DOCUMENT_SAMPLE = 5000  # characters of a document its language is detected on
+
+
+@dataclass(frozen=True)
+class Options:
+    """How a request's texts are cut and what is held through translation, beyond LibreTranslate's fields (the DeepL
+    API's: service.worker.deepl)."""
+
+    # "1": at sentence ends and line breaks; "nonewlines": at sentence ends only; "0": not at all, unless a text is
+    # longer than the model's sentence bound (TRANSLATOR_MAX_SENTENCE_TOKENS), which is cut at clause boundaries
+    split: Literal["1", "0", "nonewlines"] = "1"
+    terms: Terms | None = None  # a glossary's terms, held as protected spans
+    tags: Tags = DEFAULT_TAGS  # which elements are inline and which untranslated, with markup
 
 
 @dataclass
@@ -149,21 +163,30 @@ class Pipeline:
             raise Unsupported(self.not_available(ranked[0][0], req.target))
         return self.pairs.pair(found[0], req.target), found
 
-    def prepare(self, original: str, text: str, req: TranslateRequest) -> Text:
+    def prepare(self, original: str, text: str, req: TranslateRequest, options: Options) -> Text:
         """A text of q, cleaned (`text`: clean_text's), its markup and protected spans taken out, routed and split; a
         text with nothing to translate is given back as it came (`original`)."""
-        html = HtmlText(text) if req.format == "html" else None
-        segments = [protect(segment) if self.settings.protect_spans else unprotected(segment)
+        html = HtmlText(text, options.tags) if req.format == "html" else None
+        segments = [protect(segment, options.terms, self.settings.protect_spans)
                     for segment in (html.texts if html else [text])]
         visible = " ".join(segment.text for segment in segments)  # a URL alone leaves nothing to translate
         pair, detected = self.route(visible, req) if translatable(visible) else (None, None)
-        language = pair.source if pair else req.target
-        layouts = [split_sentences(segment.text, language) for segment in segments]
+        layouts = [self.layout(segment.text, pair, req.target, options) for segment in segments]
         return Text(original, pair, detected, html, segments, layouts)
 
-    async def translate(self, req: TranslateRequest) -> TranslateResponse:
+    def layout(self, text: str, pair: Pair | None, target: str, options: Options) -> list[str]:
+        """split_sentences()'s layout of a segment, cut as options.split asks."""
+        language = pair.source if pair else target
+        if options.split == "nonewlines":
+            return split_sentences(" ".join(text.split("\n")), language)
+        if options.split == "0" and pair:
+            bound = self.settings.max_sentence_tokens
+            return split_bounded(text, language, lambda piece: len(pair.source_ids([piece])[0]) <= bound)
+        return split_sentences(text, language)
+
+    async def translate(self, req: TranslateRequest, options: Options = Options()) -> TranslateResponse:
         """A request: at most max_chars characters, and max_request_work decoder row-steps."""
-        return await self.run(req, [req.q] if isinstance(req.q, str) else req.q, request_limits=True)
+        return await self.run(req, [req.q] if isinstance(req.q, str) else req.q, request_limits=True, options=options)
 
     async def translate_document(self, texts: list[str], source: str, target: str) -> list[str]:
         """A document's texts (service.worker.documents; TRANSLATOR_MAX_FILE_CHARS bounds it when it is read, not
@@ -194,14 +217,16 @@ class Pipeline:
         pair, _ = self.route(sample, TranslateRequest(q=sample, source="auto", target=target))
         return pair.source if pair else target
 
-    async def run(self, req: TranslateRequest, texts: list[str], request_limits: bool) -> TranslateResponse:
+    async def run(
+        self, req: TranslateRequest, texts: list[str], request_limits: bool, options: Options = Options()
+    ) -> TranslateResponse:
         """Clean, route, split, tokenize and submit the texts; `request_limits`: a request's max_chars and
         max_request_work hold (a document has its own limit, checked when it is read)."""
         cleaned = [clean_text(text) for text in texts]
         if request_limits:
             self.check_texts(cleaned)
         self.check(req)
-        prepared = [self.prepare(original, text, req) for original, text in zip(texts, cleaned)]
+        prepared = [self.prepare(original, text, req, options) for original, text in zip(texts, cleaned)]
         by_pair: dict[str, list[Text]] = {}
         for text in prepared:
             if text.pair and text.sentences:

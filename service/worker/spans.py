@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import count
+from typing import Protocol
 
 import regex
 
@@ -51,7 +52,7 @@ class Protected:
     """A text with its spans replaced by placeholders, and what each placeholder stands for."""
 
     text: str
-    spans: dict[str, str]  # placeholder -> the span as written
+    spans: dict[str, str]  # placeholder -> the span as written (a term: its replacement)
     places: dict[str, float]  # placeholder -> where it stood, as a share of the text's length
 
     def restore(self, translation: str) -> tuple[str, int]:
@@ -85,11 +86,6 @@ class Protected:
         return regex.sub(r" ?(?<![\d.,])(\d{4,})(?!\d)", kept, translation)
 
 
-def unprotected(text: str) -> Protected:
-    """`text` with nothing taken out (TRANSLATOR_PROTECT_SPANS=false)."""
-    return Protected(text, {}, {})
-
-
 def placeholder_numbers(text: str) -> Iterator[str]:
     """Placeholder numbers, in order, that `text` does not hold (spans and inline markup take theirs from here)."""
     return (str(n) for n in count(FIRST_PLACEHOLDER, PLACEHOLDER_STEP) if str(n) not in text)
@@ -108,18 +104,31 @@ def placeholder_pattern(placeholder: str) -> str:
     return rf"(?<![\w.,]){head}{SEPARATOR}?{tail}(?![\w]|[.,]\d)"
 
 
-def protect(text: str) -> Protected:
-    """Replace every protected span of `text` by a placeholder number that `text` does not hold."""
-    spans, places, pieces, end = {}, {}, [], 0
+class Terms(Protocol):
+    """Words held through translation like protected spans, each given back as another text (a glossary's terms:
+    service.worker.deepl.glossary)."""
+
+    def find(self, text: str, taken: list[tuple[int, int]]) -> list[tuple[int, int, str]]:
+        """(start, end, what to put in its place) of each term in `text`, none overlapping a `taken` range."""
+        ...
+
+
+def protect(text: str, terms: Terms | None = None, spans: bool = True) -> Protected:
+    """Replace every protected span of `text` (with `spans`: TRANSLATOR_PROTECT_SPANS) and every one of `terms` by a
+    placeholder number that `text` does not hold; a term's placeholder is given back as its replacement."""
+    found = [(match.start(), match.end(), match.group()) for match in SPANS.finditer(text)] if spans else []
+    if terms:
+        found = sorted(found + terms.find(text, [(start, end) for start, end, _ in found]))
+    held, places, pieces, end = {}, {}, [], 0
     numbers = placeholder_numbers(text)
-    for match in SPANS.finditer(text):
+    for start, stop, replacement in found:
         placeholder = next(numbers)
-        spans[placeholder] = match.group()
-        places[placeholder] = match.start() / max(len(text), 1)
-        pieces += [text[end : match.start()], placeholder]
-        end = match.end()
+        held[placeholder] = replacement
+        places[placeholder] = start / max(len(text), 1)
+        pieces += [text[end:start], placeholder]
+        end = stop
     pieces.append(text[end:])
-    return Protected("".join(pieces), spans, places)
+    return Protected("".join(pieces), held, places)
 
 
 def insert_at_word_boundary(text: str, span: str, share: float) -> str:

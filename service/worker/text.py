@@ -9,6 +9,7 @@ per language: sentencex builds its rules for a language once, inside the library
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import sentencex
 
@@ -16,6 +17,8 @@ LINE_BREAKS = re.compile(r"(\s*\n\s*)")
 # "1." or "a)" opening a line is a list item's number, not a sentence of its own (sentencex splits it off)
 LIST_MARKER = re.compile(r"(?:\d+|[A-Za-z])[.)]")
 NON_ASCII_SPACE = re.compile(r"[^\S\x00-\x7f]")  # whitespace other than ASCII's: no-break space, \u2028, ...
+# where a clause ends: after a comma, semicolon, colon or dash (or a sentence's end) and before whitespace
+CLAUSE_END = re.compile(r"(?<=[,;:.!?\u2013\u2014\u3001\u3002])(\s+)")
 
 
 def split_sentences(text: str, language: str) -> list[str]:
@@ -49,6 +52,23 @@ def split_line(line: str, language: str) -> list[str]:
         end = start + len(sentence)
         pieces.append(line[start:end])
     return pieces or [line]
+
+
+def split_bounded(text: str, language: str, fits: Callable[[str], bool]) -> list[str]:
+    """split_sentences()'s layout of a text translated as one sentence (DeepL's split_sentences=0): the whole text
+    where it `fits`, else cut at clause boundaries (service.worker.text.CLAUSE_END, and line breaks) into pieces each
+    as long as `fits` allows; a clause that does not fit alone stays whole (the pipeline's bound then refuses it)."""
+    text = text.strip()
+    if fits(text):
+        return [text]
+    parts = CLAUSE_END.split(text)  # clause, separator, clause, ...
+    layout = [parts[0]]
+    for separator, clause in zip(parts[1::2], parts[2::2]):
+        if fits(joined := f"{layout[-1]}{separator}{clause}"):
+            layout[-1] = joined
+        else:
+            layout += [separator, clause]
+    return layout
 
 
 def sentences_of(pieces: list[str]) -> list[str]:

@@ -1,0 +1,132 @@
+"""Glossaries without any storage: their entries read from TSV or CSV as DeepL validates them, and their source terms
+found in a text (service.worker.spans.Terms), so that the pipeline holds each as a protected span and puts the
+target term in its place.
+
+A source term is found as a whole word (not inside a longer word), as written or, where the glossary asks
+(ignore_case), in any case; where terms overlap the longest wins; a term inside a protected span (a URL, an email
+address) is left alone. The target term stands as given: where German needs an inflected form the glossary does not
+give, the sentence has the form given.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import regex
+
+from service.worker.errors import RequestError
+
+FORMATS = ("tsv", "csv")
+MAX_TERM_CHARS = 1024  # DeepL's bound on one term, in characters
+
+
+class GlossaryError(RequestError):
+    """Entries DeepL would refuse: its 400 with a message that names the line."""
+
+
+@dataclass(frozen=True)
+class Dictionary:
+    """One language pair of a glossary (a v2 glossary has one, a v3 glossary one or more)."""
+
+    source_lang: str  # DeepL's base code in lower case, as DeepL answers it ("en")
+    target_lang: str
+    entries: dict[str, str]  # source term -> target term, in the order given
+
+    def as_tsv(self) -> str:
+        return "".join(f"{source}\t{target}\n" for source, target in self.entries.items())
+
+
+@dataclass(frozen=True)
+class Glossary:
+    glossary_id: str
+    name: str
+    dictionaries: list[Dictionary]
+    creation_time: str = field(default_factory=lambda: now())
+    ignore_case: bool = False  # an extension: match source terms in any case
+
+    def dictionary(self, source_lang: str, target_lang: str) -> Dictionary | None:
+        """The dictionary from one base language into another (lower case)."""
+        return next((d for d in self.dictionaries if (d.source_lang, d.target_lang) == (source_lang, target_lang)),
+                    None)
+
+
+def now() -> str:
+    """The time as DeepL writes a creation_time (ISO 8601, microseconds, Z)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def parse_entries(text: str, entries_format: str, source_lang: str, target_lang: str) -> dict[str, str]:
+    """The entries of a TSV (source<TAB>target a line) or CSV (source,target[,source_lang,target_lang] a row) text;
+    empty lines are skipped, terms are stripped of the whitespace at their edges. GlossaryError names the line of a
+    duplicate source term, an empty term, a tab inside a CSV term, a row in other languages than the glossary's."""
+    if entries_format not in FORMATS:
+        raise GlossaryError(f"Value for 'entries_format' not supported: {entries_format!r} (tsv or csv)")
+    entries: dict[str, str] = {}
+    for number, fields in rows(text, entries_format):
+        if not any(f.strip() for f in fields):
+            continue
+        if len(fields) not in (2, 4):
+            raise GlossaryError(f"Invalid glossary entry on line {number}: expected a source and a target term"
+                                + (" separated by one tab" if entries_format == "tsv" else ""))
+        if len(fields) == 4 and (fields[2].strip().lower(), fields[3].strip().lower()) != (source_lang, target_lang):
+            raise GlossaryError(f"Invalid glossary entry on line {number}: its languages {fields[2]}, {fields[3]} "
+                                f"are not the glossary's ({source_lang}, {target_lang})")
+        source, target = (term.strip() for term in fields[:2])
+        check_term(source, number, "source")
+        check_term(target, number, "target")
+        if source in entries:
+            raise GlossaryError(f"Invalid glossary entry on line {number}: duplicate source term {source!r}")
+        entries[source] = target
+    if not entries:
+        raise GlossaryError("Invalid glossary entries: no entry given")
+    return entries
+
+
+def rows(text: str, entries_format: str) -> list[tuple[int, list[str]]]:
+    """(line number, fields) of each row."""
+    if entries_format == "tsv":
+        return [(number, line.split("\t")) for number, line in enumerate(text.splitlines(), 1)]
+    reader = csv.reader(text.splitlines(keepends=True))
+    try:
+        return [(reader.line_num, row) for row in reader]
+    except csv.Error as error:
+        raise GlossaryError(f"Invalid glossary entries on line {reader.line_num}: {error}") from None
+
+
+def check_term(term: str, number: int, which: str) -> None:
+    if not term:
+        raise GlossaryError(f"Invalid glossary entry on line {number}: empty {which} term")
+    if "\t" in term or "\n" in term or "\r" in term:
+        raise GlossaryError(f"Invalid glossary entry on line {number}: the {which} term holds a tab or line break")
+    if len(term) > MAX_TERM_CHARS:
+        raise GlossaryError(f"Invalid glossary entry on line {number}: the {which} term is longer than "
+                            f"{MAX_TERM_CHARS} characters")
+    if any(not char.isprintable() and not char.isspace() for char in term):
+        raise GlossaryError(f"Invalid glossary entry on line {number}: the {which} term holds a control character")
+
+
+class Matcher:
+    """The source terms of a dictionary, found in texts (service.worker.spans.Terms)."""
+
+    def __init__(self, entries: dict[str, str], ignore_case: bool = False):
+        self.ignore_case = ignore_case
+        self.targets = {self.key(source): target for source, target in entries.items()}
+        terms = sorted(entries, key=len, reverse=True)  # at one place the longest term is tried first
+        flags = regex.V1 | (regex.IGNORECASE | regex.FULLCASE if ignore_case else 0)
+        self.pattern = regex.compile(r"(?<!\w)(?:" + "|".join(regex.escape(t) for t in terms) + r")(?!\w)", flags)
+
+    def key(self, term: str) -> str:
+        return term.casefold() if self.ignore_case else term
+
+    def find(self, text: str, taken: list[tuple[int, int]]) -> list[tuple[int, int, str]]:
+        """Each term found in `text` with its target term: longest first where terms overlap, none overlapping a
+        `taken` range (a protected span)."""
+        found = sorted(regex.finditer(self.pattern, text, overlapped=True), key=lambda m: (-len(m.group()), m.start()))
+        chosen: list[tuple[int, int, str]] = []
+        for match in found:
+            start, end = match.span()
+            if not any(start < e and s < end for s, e in [*taken, *((s, e) for s, e, _ in chosen)]):
+                chosen.append((start, end, self.targets[self.key(match.group())]))
+        return sorted(chosen)

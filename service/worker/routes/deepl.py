@@ -1,0 +1,212 @@
+"""DeepL's API v2 (and v3's glossaries) over the same pipeline, batching and models as LibreTranslate's API: what
+its official clients (deepl for Python, deepl-node) and the tools built on them call. Every endpoint takes the key
+as DeepL sends it (service.worker.dependencies.deepl_key) and answers errors in DeepL's shape
+(service.worker.errors)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import PlainTextResponse
+
+from service.worker.deepl.glossaries import GlossaryRepository, matcher
+from service.worker.deepl.glossary import Dictionary, Glossary, GlossaryError, parse_entries
+from service.worker.deepl.languages import name, served_code, source_code, target_codes
+from service.worker.deepl.request import DeepLError, flag, preserve_formatting, read_translate, text_field
+from service.worker.dependencies import DeepLParams, ServingPipeline, deepl_key, state, unless_disconnected
+from service.worker.middleware import observe_pair
+from service.worker.pipeline import Options, Pipeline
+from service.worker.schemas import TranslateRequest
+
+# DeepL's character_limit of an account without one: /v2/usage reports this until per-key limits are kept
+NO_LIMIT = 1_000_000_000_000
+
+router = APIRouter(tags=["DeepL"], include_in_schema=True)
+
+
+def owner(request: Request, params: dict[str, Any]) -> str:
+    """Whose glossaries a request sees: its key's, or everyone's ("") when the server has no keys."""
+    return deepl_key(request, params) if state(request).settings.api_keys else ""
+
+
+def glossaries(request: Request) -> GlossaryRepository:
+    return state(request).glossaries
+
+
+def served(p: Pipeline, code: str, field: str) -> str:
+    """The served language that a DeepL code names, or DeepL's 400 for `field`."""
+    if (found := served_code(code, p.pairs.languages)) is None:
+        raise DeepLError(f"Value for '{field}' not supported.")
+    return found
+
+
+# --- translation ---------------------------------------------------------------------------------------------
+
+
+@router.post("/v2/translate")
+async def translate(request: Request, params: DeepLParams, p: ServingPipeline) -> dict:
+    """DeepL's /v2/translate: repeated text, source_lang (detected when absent), target_lang, and its options."""
+    fields = read_translate(params)
+    target = served(p, fields.target_lang, "target_lang")
+    source = served(p, fields.source_lang, "source_lang") if fields.source_lang else "auto"
+    terms = None
+    if fields.glossary_id:
+        if source == "auto":
+            raise DeepLError("Use of a glossary requires the source_lang parameter to be specified.")
+        terms = matcher(glossaries(request), owner(request, params), fields.glossary_id, source, target)
+    req = TranslateRequest(q=fields.texts, source=source, target=target,
+                           format="html" if fields.tag_handling else "text")
+    observe_pair(request, p.pair_label(req))
+    answer = await unless_disconnected(request, p.translate(req, Options(fields.split, terms, fields.tags)))
+    detected = answer.detectedLanguage or []
+    billed = [len(text) for text in fields.texts]
+    state(request).metrics.billed_characters.inc(sum(billed))
+    translations = []
+    for i, (text, translation) in enumerate(zip(fields.texts, answer.translatedText)):
+        language = detected[i].language if source == "auto" else source
+        one = {"detected_source_language": source_code(language),
+               "text": preserve_formatting(text, translation) if fields.preserve_formatting else translation}
+        if fields.show_billed_characters:
+            one["billed_characters"] = billed[i]
+        if fields.model_type_used:
+            one["model_type_used"] = fields.model_type_used
+        translations.append(one)
+    return {"translations": translations}
+
+
+# --- what is served ------------------------------------------------------------------------------------------
+
+
+@router.api_route("/v2/languages", methods=["GET", "POST"])
+async def languages(params: DeepLParams, p: ServingPipeline) -> list[dict]:
+    """The source languages (type=source, the default) or target languages (type=target) of the pairs served."""
+    kind = text_field(params, "type") or "source"
+    if kind == "source":
+        codes = sorted({source_code(source) for source, _ in p.pairs.pairs})
+        return [{"language": code, "name": name(code)} for code in codes]
+    if kind == "target":
+        codes = sorted({code for _, target in p.pairs.pairs for code in target_codes(target)})
+        return [{"language": code, "name": name(code), "supports_formality": False} for code in codes]
+    raise DeepLError("Value for 'type' not supported.")
+
+
+@router.api_route("/v2/usage", methods=["GET", "POST"])
+async def usage(request: Request, params: DeepLParams) -> dict:
+    """Characters translated through this API since the service started, by every key together; no limit."""
+    return {"character_count": state(request).metrics.billed(), "character_limit": NO_LIMIT}
+
+
+@router.get("/v2/glossary-language-pairs")
+async def glossary_language_pairs(params: DeepLParams, p: ServingPipeline) -> dict:
+    """A glossary is made for any pair served."""
+    pairs = sorted({(source_code(s).lower(), source_code(t).lower()) for s, t in p.pairs.pairs})
+    return {"supported_languages": [{"source_lang": s, "target_lang": t} for s, t in pairs]}
+
+
+# --- glossaries ----------------------------------------------------------------------------------------------
+
+
+def dictionary(p: Pipeline, values: dict[str, Any]) -> Dictionary:
+    """A dictionary from its source_lang, target_lang, entries and entries_format (tsv by default), or DeepL's 400."""
+    source, target = text_field(values, "source_lang"), text_field(values, "target_lang")
+    found = served_code(source, p.pairs.languages), served_code(target, p.pairs.languages)
+    if None in found or not p.pairs.pair(*found):
+        raise GlossaryError(f"Unsupported glossary language pair: {source or '?'} to {target or '?'} is not served")
+    if not isinstance(entries := values.get("entries"), str):
+        raise GlossaryError("Parameter 'entries' not specified.")
+    source, target = (source_code(code).lower() for code in found)
+    return Dictionary(source, target, parse_entries(entries, text_field(values, "entries_format") or "tsv",
+                                                    source, target))
+
+
+def glossary_name(params: dict[str, Any]) -> str:
+    if not (text := text_field(params, "name")):
+        raise GlossaryError("Parameter 'name' not specified.")
+    return text
+
+
+def v2_info(glossary: Glossary) -> dict:
+    first = glossary.dictionaries[0]
+    return {"glossary_id": glossary.glossary_id, "name": glossary.name, "ready": True,
+            "source_lang": first.source_lang, "target_lang": first.target_lang,
+            "creation_time": glossary.creation_time, "entry_count": len(first.entries)}
+
+
+def v3_info(glossary: Glossary) -> dict:
+    return {"glossary_id": glossary.glossary_id, "name": glossary.name, "creation_time": glossary.creation_time,
+            "dictionaries": [{"source_lang": d.source_lang, "target_lang": d.target_lang,
+                              "entry_count": len(d.entries)} for d in glossary.dictionaries]}
+
+
+@router.post("/v2/glossaries", status_code=201)
+async def create_glossary(request: Request, params: DeepLParams, p: ServingPipeline) -> dict:
+    """A glossary of one language pair; ignore_case (an extension) matches its source terms in any case."""
+    made = glossaries(request).create(owner(request, params), glossary_name(params), [dictionary(p, params)],
+                                      flag(params, "ignore_case"))
+    return v2_info(made)
+
+
+@router.get("/v2/glossaries")
+async def list_glossaries(request: Request, params: DeepLParams) -> dict:
+    return {"glossaries": [v2_info(g) for g in glossaries(request).list(owner(request, params))]}
+
+
+@router.get("/v2/glossaries/{glossary_id}")
+async def get_glossary(glossary_id: str, request: Request, params: DeepLParams) -> dict:
+    return v2_info(glossaries(request).get(owner(request, params), glossary_id))
+
+
+@router.get("/v2/glossaries/{glossary_id}/entries")
+async def glossary_entries(glossary_id: str, request: Request, params: DeepLParams) -> Response:
+    """The entries as TSV (text/tab-separated-values, the one format DeepL gives them in)."""
+    glossary = glossaries(request).get(owner(request, params), glossary_id)
+    return PlainTextResponse(glossary.dictionaries[0].as_tsv(), media_type="text/tab-separated-values")
+
+
+@router.delete("/v2/glossaries/{glossary_id}", status_code=204)
+@router.delete("/v3/glossaries/{glossary_id}", status_code=204)
+async def delete_glossary(glossary_id: str, request: Request, params: DeepLParams) -> Response:
+    glossaries(request).delete(owner(request, params), glossary_id)
+    return Response(status_code=204)
+
+
+@router.post("/v3/glossaries", status_code=201)
+async def create_multilingual(request: Request, params: DeepLParams, p: ServingPipeline) -> dict:
+    """A glossary of one or more dictionaries (language pairs)."""
+    dictionaries = dictionaries_of(p, params)
+    made = glossaries(request).create(owner(request, params), glossary_name(params), dictionaries,
+                                      flag(params, "ignore_case"))
+    return v3_info(made)
+
+
+def dictionaries_of(p: Pipeline, params: dict[str, Any]) -> list[Dictionary]:
+    """The dictionaries of a v3 request, at most one per language pair."""
+    values = params.get("dictionaries")
+    if not isinstance(values, list) or not values or not all(isinstance(v, dict) for v in values):
+        raise GlossaryError("Parameter 'dictionaries' not specified.")
+    dictionaries = [dictionary(p, v) for v in values]
+    if len({(d.source_lang, d.target_lang) for d in dictionaries}) < len(dictionaries):
+        raise GlossaryError("Invalid glossary: two dictionaries of one language pair")
+    return dictionaries
+
+
+@router.get("/v3/glossaries")
+async def list_multilingual(request: Request, params: DeepLParams) -> dict:
+    return {"glossaries": [v3_info(g) for g in glossaries(request).list(owner(request, params))]}
+
+
+@router.get("/v3/glossaries/{glossary_id}")
+async def get_multilingual(glossary_id: str, request: Request, params: DeepLParams) -> dict:
+    return v3_info(glossaries(request).get(owner(request, params), glossary_id))
+
+
+@router.get("/v3/glossaries/{glossary_id}/entries")
+async def multilingual_entries(glossary_id: str, request: Request, params: DeepLParams) -> dict:
+    """The entries of the dictionary that source_lang and target_lang name."""
+    glossary = glossaries(request).get(owner(request, params), glossary_id)
+    found = glossary.dictionary(text_field(params, "source_lang").lower(), text_field(params, "target_lang").lower())
+    if found is None:
+        raise GlossaryError("The glossary has no dictionary of that language pair")
+    return {"dictionaries": [{"source_lang": found.source_lang, "target_lang": found.target_lang,
+                              "entries": found.as_tsv(), "entries_format": "tsv"}]}
