@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from service.worker.text import join_translations, sentences_of, split_sentences
+from service.worker.text import join_translations, sentences_of, split_bounded, split_sentences
 
 TESTSET = json.loads((Path(__file__).parent / "data" / "sentences.en-de.json").read_text())
 LABELLED = [pytest.param(lang, case, id=f"{lang}-{i}") for lang in ("en", "de") for i, case in enumerate(TESTSET[lang])]
@@ -126,3 +126,16 @@ def test_identity_translations_give_a_normalized_text_back_exactly(text: str, la
     text = normalized(text)
     assume(all(split_sentences(text, language)[1::2]))  # whitespace between every two sentences
     assert identity_round_trip(text, language) == text
+
+
+def test_split_bounded_keeps_a_text_that_fits_whole_and_cuts_a_longer_one_at_clauses():
+    """DeepL's split_sentences=0: one sentence, unless it is past the bound (here 30 characters)."""
+    def fits(piece: str) -> bool:
+        return len(piece) <= 30
+
+    assert split_bounded(" A dog runs. A man sleeps. ", "en", fits) == ["A dog runs. A man sleeps."]
+    text = "a dog runs in the park, a man sleeps; two cats play:\na bird sings loudly today"
+    layout = split_bounded(text, "en", fits)
+    assert layout == ["a dog runs in the park,", " ", "a man sleeps; two cats play:", "\n",
+                      "a bird sings loudly today"]
+    assert "".join(layout) == text

@@ -35,7 +35,7 @@ class Dictionary:
     entries: dict[str, str]  # source term -> target term, in the order given
 
     def as_tsv(self) -> str:
-        return "".join(f"{source}\t{target}\n" for source, target in self.entries.items())
+        return "\n".join(f"{source}\t{target}" for source, target in self.entries.items())
 
 
 @dataclass(frozen=True)
