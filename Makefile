@@ -37,10 +37,12 @@ serve: $(VENV)/.serve kernels
 
 # Real Prometheus, promtool and nginx are used by the tests, wrk by the load generator, Chromium by the page's
 # browser test (Debian packages).
+# nodejs and npm: tests/test_deepl_node.py runs deepl-node (npm installs it into .cache/deepl-node on first use)
 system-deps:
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v nginx >/dev/null && \
-		command -v wrk >/dev/null && command -v chromium >/dev/null || (apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus nginx-light wrk chromium >/dev/null)
+		command -v wrk >/dev/null && command -v chromium >/dev/null && command -v node >/dev/null && \
+		command -v npm >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		prometheus nginx-light wrk chromium nodejs npm >/dev/null)
 
 # The tests score the shipped model on Multi30k: MULTI30K_DIR, else fetched into data/multi30k, else one line on how.
 data: $(VENV)/bin/python

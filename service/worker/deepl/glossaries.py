@@ -36,6 +36,10 @@ class GlossaryRepository(Protocol):
         """The glossary, or GlossaryNotFound (also for another owner's)."""
         ...
 
+    def update(self, owner: str, glossary: Glossary) -> None:
+        """Keep `glossary` in place of the one of its id, or GlossaryNotFound."""
+        ...
+
     def delete(self, owner: str, glossary_id: str) -> None:
         """Remove the glossary, or GlossaryNotFound."""
         ...
@@ -60,12 +64,20 @@ class GlossaryFolder:
 
     def create(self, owner: str, name: str, dictionaries: list[Dictionary], ignore_case: bool) -> Glossary:
         glossary = Glossary(str(uuid.uuid4()), name, dictionaries, ignore_case=ignore_case)
+        self.write(owner, glossary)
+        return glossary
+
+    def update(self, owner: str, glossary: Glossary) -> None:
+        self.get(owner, glossary.glossary_id)
+        self.write(owner, glossary)
+
+    def write(self, owner: str, glossary: Glossary) -> None:
+        """The glossary's file, written whole under a temporary name, then renamed."""
         path = self.path(owner, glossary.glossary_id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
+        partial = path.with_suffix(f".{uuid.uuid4().hex}.partial")
         partial.write_text(json.dumps(dataclasses.asdict(glossary)))
         os.replace(partial, path)
-        return glossary
 
     def list(self, owner: str) -> list[Glossary]:
         paths = sorted(self.owned(owner).glob("*.json"), key=lambda p: p.stat().st_mtime)

@@ -5,12 +5,14 @@ as DeepL sends it (service.worker.dependencies.deepl_key) and answers errors in 
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 
-from service.worker.deepl.glossaries import GlossaryRepository, matcher
+from service.worker.deepl.glossaries import GlossaryNotFound, GlossaryRepository, matcher
 from service.worker.deepl.glossary import Dictionary, Glossary, GlossaryError, parse_entries
 from service.worker.deepl.languages import name, served_code, source_code, target_codes
 from service.worker.deepl.request import DeepLError, flag, preserve_formatting, read_translate, text_field
@@ -180,15 +182,67 @@ async def create_multilingual(request: Request, params: DeepLParams, p: ServingP
     return v3_info(made)
 
 
+FORM_DICTIONARY = re.compile(r"dictionaries\[(\d+)\]\.(\w+)")  # deepl-node's form fields: dictionaries[0].entries
+
+
 def dictionaries_of(p: Pipeline, params: dict[str, Any]) -> list[Dictionary]:
-    """The dictionaries of a v3 request, at most one per language pair."""
+    """The dictionaries of a v3 request (a JSON list, or a form's dictionaries[i].field), one per language pair."""
     values = params.get("dictionaries")
+    if values is None:
+        fields: dict[int, dict[str, Any]] = {}
+        for key, value in params.items():
+            if found := FORM_DICTIONARY.fullmatch(key):
+                fields.setdefault(int(found[1]), {})[found[2]] = value
+        values = [fields[i] for i in sorted(fields)] or None
     if not isinstance(values, list) or not values or not all(isinstance(v, dict) for v in values):
         raise GlossaryError("Parameter 'dictionaries' not specified.")
     dictionaries = [dictionary(p, v) for v in values]
     if len({(d.source_lang, d.target_lang) for d in dictionaries}) < len(dictionaries):
         raise GlossaryError("Invalid glossary: two dictionaries of one language pair")
     return dictionaries
+
+
+@router.patch("/v3/glossaries/{glossary_id}")
+async def update_multilingual(glossary_id: str, request: Request, params: DeepLParams, p: ServingPipeline) -> dict:
+    """A new name, and/or entries merged into the dictionaries of their language pairs (added where it has none)."""
+    repository, whose = glossaries(request), owner(request, params)
+    glossary = repository.get(whose, glossary_id)
+    merged = {(d.source_lang, d.target_lang): d for d in glossary.dictionaries}
+    if "name" in params or not any(k.startswith("dictionaries") for k in params):
+        glossary = dataclasses.replace(glossary, name=glossary_name(params))
+    if any(k.startswith("dictionaries") for k in params):
+        for new in dictionaries_of(p, params):
+            old = merged.get((new.source_lang, new.target_lang))
+            merged[new.source_lang, new.target_lang] = dataclasses.replace(
+                new, entries={**(old.entries if old else {}), **new.entries})
+    glossary = dataclasses.replace(glossary, dictionaries=list(merged.values()))
+    repository.update(whose, glossary)
+    return v3_info(glossary)
+
+
+@router.put("/v3/glossaries/{glossary_id}/dictionaries")
+async def replace_dictionary(glossary_id: str, request: Request, params: DeepLParams, p: ServingPipeline) -> dict:
+    """The dictionary of one language pair replaced (or added)."""
+    repository, whose = glossaries(request), owner(request, params)
+    glossary, new = repository.get(whose, glossary_id), dictionary(p, params)
+    kept = [d for d in glossary.dictionaries if (d.source_lang, d.target_lang) != (new.source_lang, new.target_lang)]
+    repository.update(whose, dataclasses.replace(glossary, dictionaries=[*kept, new]))
+    return {"source_lang": new.source_lang, "target_lang": new.target_lang, "entry_count": len(new.entries)}
+
+
+@router.delete("/v3/glossaries/{glossary_id}/dictionaries", status_code=204)
+async def delete_dictionary(glossary_id: str, request: Request, params: DeepLParams) -> Response:
+    """The dictionary of the language pair that source_lang and target_lang name taken out (a glossary keeps one)."""
+    repository, whose = glossaries(request), owner(request, params)
+    glossary = repository.get(whose, glossary_id)
+    pair = text_field(params, "source_lang").lower(), text_field(params, "target_lang").lower()
+    kept = [d for d in glossary.dictionaries if (d.source_lang, d.target_lang) != pair]
+    if len(kept) == len(glossary.dictionaries):
+        raise GlossaryNotFound()
+    if not kept:
+        raise GlossaryError("A glossary keeps at least one dictionary: delete the glossary instead")
+    repository.update(whose, dataclasses.replace(glossary, dictionaries=kept))
+    return Response(status_code=204)
 
 
 @router.get("/v3/glossaries")
