@@ -155,6 +155,10 @@ BENCHMARKS = [
         "which placeholder forms the shipped models copy, and how protected spans come back through them",
     ),
     Benchmark(
+        "glossary", "bench.studies.glossary",
+        "glossary terms through the DeepL API: the share of translations with the target term, chrF with and without",
+    ),
+    Benchmark(
         "splitters", "bench.studies.splitters",
         "sentence splitters on our labelled texts: the share split right, time per text",
     ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.worker.deepl.glossary import GlossaryError, Matcher, parse_entries
+from service.worker.deepl.glossary import GlossaryError, Matcher, parse_entries, placed, written
 from service.worker.spans import protect
 
 
@@ -74,3 +74,17 @@ def test_a_term_inside_protected_text_is_left_alone():
 def test_a_dropped_term_is_put_back_by_place():
     protected = protect("The cat sleeps.", Matcher({"cat": "Katze"}))
     assert protected.restore("Das Tier schläft.") == ("Das Katze Tier schläft.", 1)
+
+
+def test_the_models_own_grammar_is_kept_and_its_word_for_the_term_replaced():
+    """glossary.placed: the article of the model's own word stays; the placeholder takes the word's place."""
+    assert placed("Die 7301 ist vor dem Haus.", "Das Fahrrad ist vor dem Haus.", {"7301": "Velo"}) == \
+        "Das 7301 ist vor dem Haus."
+    assert placed("Eine Frau mit 7301 geht.", "Eine Frau mit einem Fahrrad geht.", {"7301": "Velo"}) == \
+        "Eine Frau mit einem 7301 geht."
+    # the model wrote the target term itself: that word, wherever the two translations differ
+    assert placed("7301 dem Gras ist ein Baum.", "Auf dem Gras ist ein Baum.", {"7301": "Baum"}) == \
+        "Auf dem Gras ist ein 7301."
+    # the placeholder is not in the held translation: nothing to align, the held one is kept
+    assert placed("Ein Mann schläft.", "Ein Mann schläft auf dem Rad.", {"7301": "Velo"}) == "Ein Mann schläft."
+    assert written("Ein 7301 und 7318.", {"7301": "dog", "7318": "New York"}) == "Ein dog und New York."

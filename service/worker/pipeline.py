@@ -17,6 +17,7 @@ from core.search import Hypothesis, SearchOptions
 from service.metrics import Metrics
 from service.protocol import EngineClient
 from service.settings import Settings
+from service.worker.deepl.glossary import placed, written
 from service.worker.detect import LanguageDetector
 from service.worker.errors import InvalidRequest, Unsupported
 from service.worker.html import HtmlText
@@ -60,6 +61,33 @@ class Text:
     @property
     def sentences(self) -> list[str]:
         return [sentence for layout in self.layouts for sentence in sentences_of(layout)]
+
+    @property
+    def with_terms(self) -> list[tuple[int, Protected]]:
+        """(index, its segment) of each sentence that holds glossary terms: each is translated a second time with
+        its terms as written (glossary.placed)."""
+        found, i = [], 0
+        for protected, layout in zip(self.segments, self.layouts):
+            for sentence in sentences_of(layout):
+                if any(placeholder in sentence for placeholder in protected.terms):
+                    found.append((i, protected))
+                i += 1
+        return found
+
+    @property
+    def inputs(self) -> list[str]:
+        """What the engine translates: the sentences, then those with glossary terms with the terms as written."""
+        sentences = self.sentences
+        return sentences + [written(sentences[i], protected.terms) for i, protected in self.with_terms]
+
+    def take(self, outputs: list[str]) -> list[str]:
+        """One translation per sentence from the translations of `inputs`."""
+        count = len(self.sentences)
+        translations, own = outputs[:count], iter(outputs[count:])
+        for i, protected in self.with_terms:
+            terms = {p: protected.spans[p] for p in protected.terms if p in self.sentences[i]}
+            translations[i] = placed(translations[i], next(own), terms)
+        return translations
 
     def render(self, k: int) -> tuple[str, int]:
         """The k-th alternative of this text, in its layout and markup, its protected spans back; the text itself when
@@ -234,7 +262,7 @@ class Pipeline:
         ids = {}
         for name, group in by_pair.items():
             pair = group[0].pair
-            ids[name] = pair.source_ids([s for t in group for s in t.sentences])
+            ids[name] = pair.source_ids([s for t in group for s in t.inputs])
         opts = self.search_options(req)
         self.check_sizes([x for pair_ids in ids.values() for x in pair_ids], opts, request_limits)
         await asyncio.gather(*(self.submit(group, ids[name], opts) for name, group in by_pair.items()))
@@ -267,8 +295,8 @@ class Pipeline:
         nbest = [pair.tokenizer.decode([nth(h, k).tokens for h in hyps]) for k in range(opts.n_best)]
         offset = 0
         for text in texts:
-            count = len(text.sentences)
-            text.translations = [alternative[offset : offset + count] for alternative in nbest]
+            count = len(text.inputs)
+            text.translations = [text.take(alternative[offset : offset + count]) for alternative in nbest]
             offset += count
 
     def answer(self, req: TranslateRequest, texts: list[Text]) -> TranslateResponse:

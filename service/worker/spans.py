@@ -16,7 +16,7 @@ them in the target language's style (2,000 -> 2.000).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import count
 from typing import Protocol
 
@@ -54,6 +54,7 @@ class Protected:
     text: str
     spans: dict[str, str]  # placeholder -> the span as written (a term: its replacement)
     places: dict[str, float]  # placeholder -> where it stood, as a share of the text's length
+    terms: dict[str, str] = field(default_factory=dict)  # a term's placeholder -> the term as the text wrote it
 
     def restore(self, translation: str) -> tuple[str, int]:
         """The translation with each placeholder's span back; how many had to be put back by place. A number the
@@ -117,18 +118,19 @@ def protect(text: str, terms: Terms | None = None, spans: bool = True) -> Protec
     """Replace every protected span of `text` (with `spans`: TRANSLATOR_PROTECT_SPANS) and every one of `terms` by a
     placeholder number that `text` does not hold; a term's placeholder is given back as its replacement."""
     found = [(match.start(), match.end(), match.group()) for match in SPANS.finditer(text)] if spans else []
-    if terms:
-        found = sorted(found + terms.find(text, [(start, end) for start, end, _ in found]))
-    held, places, pieces, end = {}, {}, [], 0
+    found_terms = terms.find(text, [(start, end) for start, end, _ in found]) if terms else []
+    held, places, written, pieces, end = {}, {}, {}, [], 0
     numbers = placeholder_numbers(text)
-    for start, stop, replacement in found:
+    for start, stop, replacement in sorted(found + found_terms):
         placeholder = next(numbers)
         held[placeholder] = replacement
+        if (start, stop, replacement) in found_terms:
+            written[placeholder] = text[start:stop]
         places[placeholder] = start / max(len(text), 1)
         pieces += [text[end:start], placeholder]
         end = stop
     pieces.append(text[end:])
-    return Protected("".join(pieces), held, places)
+    return Protected("".join(pieces), held, places, written)
 
 
 def insert_at_word_boundary(text: str, span: str, share: float) -> str:

@@ -4,8 +4,10 @@ target term in its place.
 
 A source term is found as a whole word (not inside a longer word), as written or, where the glossary asks
 (ignore_case), in any case; where terms overlap the longest wins; a term inside a protected span (a URL, an email
-address) is left alone. The target term stands as given: where German needs an inflected form the glossary does not
-give, the sentence has the form given.
+address) is left alone. A sentence with terms is translated twice, with each term held as a placeholder and with the
+terms as written; the second keeps its grammar (the article of the term's gender) and takes the placeholder where
+its own words for the term are (placed()); where those words cannot be told, the first is taken. The target term
+stands as given: where German needs an inflected form the glossary does not give, the sentence has the form given.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from difflib import SequenceMatcher
 
 import regex
 
@@ -130,3 +133,42 @@ class Matcher:
             if not any(start < e and s < end for s, e in [*taken, *((s, e) for s, e, _ in chosen)]):
                 chosen.append((start, end, self.targets[self.key(match.group())]))
         return sorted(chosen)
+
+
+def written(sentence: str, terms: dict[str, str]) -> str:
+    """A sentence with its terms' placeholders back as the terms were written (the model translates them itself)."""
+    for placeholder, term in terms.items():
+        sentence = sentence.replace(placeholder, term)
+    return sentence
+
+
+def placed(held: str, own: str, targets: dict[str, str]) -> str:
+    """The model's own translation of a sentence (`own`: its terms as written) with its words for each term replaced
+    by the term's placeholder (`targets`: placeholder -> target term), or `held` (the translation of the sentence
+    with the placeholders) where they cannot be told. The words for a term are the target term itself where the
+    model wrote it; else they are found by aligning the two translations word by word: in the stretch where they
+    differ around the placeholder, the word of `own` at the same relative place, among those `held` does not have.
+    So the sentence keeps the model's own grammar around the term (the article of its gender), which the placeholder
+    alone does not give."""
+    held_words, own_words = held.split(), own.split()
+    opcodes = SequenceMatcher(a=held_words, b=own_words, autojunk=False).get_opcodes()
+    out, taken = list(own_words), set()
+    for placeholder, target in targets.items():
+        at = next((i for i, word in enumerate(held_words) if core(word) == placeholder), None)
+        if at is None:
+            return held
+        tag, i1, i2, j1, j2 = next(op for op in opcodes if op[1] <= at < op[2])
+        written_as = [j for j, word in enumerate(own_words) if j not in taken and core(word) == target]
+        candidates = written_as or [j for j in range(j1, j2) if j not in taken and own_words[j] not in held_words]
+        if not written_as and (tag != "replace" or not candidates):
+            return held
+        aim = j1 + (at - i1 + 0.5) * (j2 - j1) / (i2 - i1) - 0.5  # the same relative place, by word centres
+        j = min(candidates, key=lambda c: (abs(c - aim), -c))  # a tie: the later word (an article comes before)
+        taken.add(j)
+        out[j] = own_words[j].replace(core(own_words[j]), placeholder) if core(own_words[j]) else placeholder
+    return " ".join(out)
+
+
+def core(word: str) -> str:
+    """A word without the punctuation at its edges."""
+    return regex.sub(r"^[^\w]+|[^\w]+$", "", word)
