@@ -4,6 +4,7 @@ texts, languages, tags, sentence splitting, formatting, glossaries (v2 and v3), 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import deepl
@@ -11,6 +12,8 @@ import httpx
 import pytest
 from client import TIMEOUT
 from deepl.api_data import MultilingualGlossaryDictionaryEntries as Entries
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from service.launch import REPO, running_service
 
@@ -245,3 +248,30 @@ def test_a_multilingual_glossary_through_v3(client: deepl.DeepLClient):
 def test_an_unknown_path_is_deepls_404(url: str):
     deepl_error(httpx.get(url + "/v2/nothing", headers=AUTH, timeout=TIMEOUT), 404)
 
+
+
+# --- whatever comes in ---------------------------------------------------------------------------------------
+
+FIELDS = ["text", "source_lang", "target_lang", "tag_handling", "split_sentences", "preserve_formatting",
+          "formality", "model_type", "glossary_id", "context", "ignore_tags", "non_splitting_tags", "splitting_tags",
+          "show_billed_characters", "name", "entries", "entries_format", "dictionaries", "type"]
+VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.sampled_from(["EN", "de", "EN-GB", "html", "0", "tsv", "csv"])
+    | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(FIELDS), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(path=st.sampled_from(["/v2/translate", "/v2/glossaries", "/v3/glossaries", "/v2/languages"]),
+       fields=st.dictionaries(st.sampled_from(FIELDS), VALUES, max_size=8), form=st.booleans())
+def test_any_fields_get_an_answer_never_a_500(url: str, path: str, fields: dict, form: bool):
+    if form:  # a form carries strings only: the rest as JSON text
+        request = {"data": {k: v if isinstance(v, str) else json.dumps(v) for k, v in fields.items()}}
+    else:
+        request = {"json": fields}
+    response = post(url, path, **request)
+    assert response.status_code < 500, response.text
+    if response.status_code >= 400:
+        deepl_error(response, response.status_code)
