@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
@@ -149,14 +149,17 @@ async def create_glossary(request: Request, params: DeepLParams, p: ServingPipel
     return v2_info(made)
 
 
-@router.get("/v2/glossaries")
-async def list_glossaries(request: Request, params: DeepLParams) -> dict:
-    return {"glossaries": [v2_info(g) for g in glossaries(request).list(owner(request, params))]}
+INFO = {"v2": v2_info, "v3": v3_info}  # a glossary as each version of the API describes it
 
 
-@router.get("/v2/glossaries/{glossary_id}")
-async def get_glossary(glossary_id: str, request: Request, params: DeepLParams) -> dict:
-    return v2_info(glossaries(request).get(owner(request, params), glossary_id))
+@router.get("/{version}/glossaries")
+async def list_glossaries(version: Literal["v2", "v3"], request: Request, params: DeepLParams) -> dict:
+    return {"glossaries": [INFO[version](g) for g in glossaries(request).list(owner(request, params))]}
+
+
+@router.get("/{version}/glossaries/{glossary_id}")
+async def get_glossary(version: Literal["v2", "v3"], glossary_id: str, request: Request, params: DeepLParams) -> dict:
+    return INFO[version](glossaries(request).get(owner(request, params), glossary_id))
 
 
 @router.get("/v2/glossaries/{glossary_id}/entries")
@@ -243,16 +246,6 @@ async def delete_dictionary(glossary_id: str, request: Request, params: DeepLPar
         raise GlossaryError("A glossary keeps at least one dictionary: delete the glossary instead")
     repository.update(whose, dataclasses.replace(glossary, dictionaries=kept))
     return Response(status_code=204)
-
-
-@router.get("/v3/glossaries")
-async def list_multilingual(request: Request, params: DeepLParams) -> dict:
-    return {"glossaries": [v3_info(g) for g in glossaries(request).list(owner(request, params))]}
-
-
-@router.get("/v3/glossaries/{glossary_id}")
-async def get_multilingual(glossary_id: str, request: Request, params: DeepLParams) -> dict:
-    return v3_info(glossaries(request).get(owner(request, params), glossary_id))
 
 
 @router.get("/v3/glossaries/{glossary_id}/entries")
