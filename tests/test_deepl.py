@@ -275,3 +275,26 @@ def test_any_fields_get_an_answer_never_a_500(url: str, path: str, fields: dict,
     assert response.status_code < 500, response.text
     if response.status_code >= 400:
         deepl_error(response, response.status_code)
+
+
+def test_a_full_queue_is_deepls_429_with_retry_after_and_libretranslates_503():
+    """The mapping of service.worker.errors, on an app whose routes raise QueueFull as the engine does."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from service.protocol import QueueFull
+    from service.worker import errors
+
+    app = FastAPI()
+    errors.install(app)
+
+    @app.post("/v2/translate")
+    @app.post("/translate")
+    async def full() -> None:
+        raise QueueFull("full")
+
+    client = TestClient(app)
+    deepl_answer, libre_answer = client.post("/v2/translate"), client.post("/translate")
+    assert deepl_error(deepl_answer, 429) and deepl_answer.headers["retry-after"] == "1"
+    assert libre_answer.status_code == 503 and list(libre_answer.json()) == ["error"]
+    assert libre_answer.headers["retry-after"] == "1"
