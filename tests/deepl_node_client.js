@@ -3,6 +3,9 @@
 'use strict';
 const assert = require('node:assert/strict');
 const deepl = require('deepl-node');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
 
 const serverUrl = process.env.DEEPL_SERVER_URL;
 const client = new deepl.DeepLClient(process.env.DEEPL_AUTH_KEY, { serverUrl, sendPlatformInfo: false,
@@ -69,6 +72,13 @@ async function main() {
     assert.equal((await client.getMultilingualGlossary(multi.glossaryId)).dictionaries.length, 1);
     await client.deleteMultilingualGlossary(multi);
     await assert.rejects(client.getMultilingualGlossary(multi.glossaryId), deepl.GlossaryNotFoundError);
+
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'deepl-node-'));
+    fs.writeFileSync(path.join(folder, 'story.txt'), 'A dog runs in the park.\n\nTwo men are talking.\n');
+    const status = await client.translateDocument(path.join(folder, 'story.txt'), path.join(folder, 'story.de.txt'),
+        'en', 'de');
+    assert.ok(status.done() && status.billedCharacters === 43, JSON.stringify(status));
+    assert.ok(fs.readFileSync(path.join(folder, 'story.de.txt'), 'utf8').includes('Hund'));
 
     const wrong = new deepl.DeepLClient('wrong-key', { serverUrl, sendPlatformInfo: false, maxRetries: 0 });
     await assert.rejects(wrong.getUsage(), deepl.AuthorizationError);

@@ -5,6 +5,7 @@ texts, languages, tags, sentence splitting, formatting, glossaries (v2 and v3), 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import deepl
@@ -298,3 +299,44 @@ def test_a_full_queue_is_deepls_429_with_retry_after_and_libretranslates_503():
     assert deepl_error(deepl_answer, 429) and deepl_answer.headers["retry-after"] == "1"
     assert libre_answer.status_code == 503 and list(libre_answer.json()) == ["error"]
     assert libre_answer.headers["retry-after"] == "1"
+
+
+# --- documents -----------------------------------------------------------------------------------------------
+
+
+def test_a_document_is_translated_in_the_background_and_given_once(client: deepl.DeepLClient, url: str,
+                                                                   tmp_path):
+    source, out = tmp_path / "story.txt", tmp_path / "story.de.txt"
+    source.write_text("A dog runs in the park.\n\nTwo men are talking.\n")
+    status = client.translate_document_from_filepath(source, out, source_lang="EN", target_lang="DE")
+    assert status.done and status.billed_characters == len("A dog runs in the park.") + len("Two men are talking.")
+    lines = [line for line in out.read_text().splitlines() if line.strip()]
+    assert len(lines) == 2 and "Hund" in lines[0]
+    handle = client.translate_document_upload(source.read_bytes(), target_lang="DE", filename="story.txt")
+    while not (status := client.translate_document_get_status(handle)).done:
+        assert status.ok and status.status.value in ("queued", "translating")
+        time.sleep(0.1)
+    with open(tmp_path / "again.txt", "wb") as again:
+        client.translate_document_download(handle, again)
+    assert (tmp_path / "again.txt").read_bytes() == out.read_bytes()
+    key = {"document_key": handle.document_key}
+    twice = post(url, f"/v2/document/{handle.document_id}/result", data=key)
+    assert "already downloaded" in deepl_error(twice, 400)
+    wrong_key = post(url, f"/v2/document/{handle.document_id}", data={"document_key": "0" * 64})
+    assert "not found" in deepl_error(wrong_key, 400)
+    foreign = post(url, f"/v2/document/{handle.document_id}", data=key,
+                   headers={"Authorization": f"DeepL-Auth-Key {OTHER_KEY}"})
+    assert "not found" in deepl_error(foreign, 400)
+    assert "not found" in deepl_error(post(url, "/v2/document/nothing", data=key), 400)
+
+
+def test_a_document_of_an_unknown_format_or_unreadable_is_refused_or_ends_in_error(client: deepl.DeepLClient,
+                                                                                  url: str):
+    pdf = post(url, "/v2/document", data={"target_lang": "DE"}, files={"file": ("a.pdf", b"%PDF-1.4")})
+    assert "Invalid file" in deepl_error(pdf, 400)
+    broken = post(url, "/v2/document", data={"target_lang": "DE"}, files={"file": ("a.docx", b"not a zip")})
+    assert broken.status_code == 200, broken.text
+    handle = deepl.DocumentHandle(**broken.json())
+    while (status := client.translate_document_get_status(handle)).status.value in ("queued", "translating"):
+        time.sleep(0.1)
+    assert status.status.value == "error" and status.error_message

@@ -28,6 +28,7 @@ from service.metrics import Metrics
 from service.protocol import EngineClient, Phase
 from service.settings import Settings
 from service.worker import errors
+from service.worker.deepl.documents import DocumentJobs, JobFolder
 from service.worker.deepl.glossaries import GlossaryFolder, GlossaryRepository
 from service.worker.detect import LanguageDetector, every_language
 from service.worker.files import TranslatedFiles
@@ -35,7 +36,7 @@ from service.worker.middleware import BodyLimit, CloseWhenStopping, Observe
 from service.worker.pairs import Pairs
 from service.worker.params import invisible_characters
 from service.worker.pipeline import Pipeline
-from service.worker.routes import deepl, files, languages, operations, pages, translate
+from service.worker.routes import deepl, deepl_documents, files, languages, operations, pages, translate
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ class State:
     engine: EngineClient
     files: TranslatedFiles
     glossaries: GlossaryRepository
+    documents: DocumentJobs
     pipeline: Pipeline | None = None  # once the engine is READY and this worker has loaded the pairs' tokenizers
     serving: asyncio.Event = field(default_factory=asyncio.Event)  # set with the pipeline
     draining: asyncio.Future | None = None  # the drain, once begun
@@ -119,7 +121,8 @@ def create_app(
     if shared is None:
         own = tempfile.TemporaryDirectory(prefix="translator-")  # removed at exit
         shared = Path(own.name)
-    state = State(settings, metrics, engine, TranslatedFiles(shared / "files"), GlossaryFolder(shared / "glossaries"))
+    state = State(settings, metrics, engine, TranslatedFiles(shared / "files"), GlossaryFolder(shared / "glossaries"),
+                  JobFolder(shared / "documents"))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -140,7 +143,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.translator_state = state
-    for routes in (translate, deepl, files, languages, operations, pages):
+    for routes in (translate, deepl, deepl_documents, files, languages, operations, pages):
         app.include_router(routes.router)
     errors.install(app)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, file_limit=settings.max_file_bytes)

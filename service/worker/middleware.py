@@ -25,7 +25,7 @@ class BodyLimit:
 
     def __init__(self, app: ASGIApp, limit: int, file_limit: int):
         self.app = app
-        self.limits = {"/translate_file": file_limit}  # documents have their own; every other path `limit`
+        self.limits = {"/translate_file": file_limit, "/v2/document": file_limit}  # documents: theirs; else `limit`
         self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
