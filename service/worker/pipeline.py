@@ -10,6 +10,7 @@ domain error (service.worker.errors), the engine's refusals come as they are.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -216,10 +217,13 @@ class Pipeline:
         """A request: at most max_chars characters, and max_request_work decoder row-steps."""
         return await self.run(req, [req.q] if isinstance(req.q, str) else req.q, request_limits=True, options=options)
 
-    async def translate_document(self, texts: list[str], source: str, target: str) -> list[str]:
+    async def translate_document(
+        self, texts: list[str], source: str, target: str, progress: Callable[[list[str]], None] | None = None
+    ) -> list[str]:
         """A document's texts (service.worker.documents; TRANSLATOR_MAX_FILE_CHARS bounds it when it is read, not
         the request limits): with source "auto" its language is detected once, on the whole document; then
-        DOCUMENT_BATCH texts a request, DOCUMENT_REQUESTS requests at a time, so that the running batch stays full."""
+        DOCUMENT_BATCH texts a request, DOCUMENT_REQUESTS requests at a time, so that the running batch stays full.
+        `progress` is called with the texts of each request once they are translated."""
         check = TranslateRequest(q=texts or [""], source=source, target=target)
         self.check(check)
         if check.source == "auto":
@@ -232,6 +236,8 @@ class Pipeline:
             async with running:
                 answer = await self.run(req, req.q, request_limits=False)
             translated[begin : begin + DOCUMENT_BATCH] = answer.translatedText
+            if progress:
+                progress(req.q)
 
         await asyncio.gather(*(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH)))
         return translated

@@ -21,11 +21,10 @@ from service.worker.documents.translate import translate_file
 from service.worker.errors import ENGINE_ANSWERS, RequestError
 from service.worker.files import content_disposition, media_type, uploaded_name
 from service.worker.params import upload
-from service.worker.pipeline import DOCUMENT_BATCH, DOCUMENT_REQUESTS, Pipeline
+from service.worker.pipeline import Pipeline
 from service.worker.routes.deepl import owner, served
 
 log = logging.getLogger(__name__)
-CHUNK = DOCUMENT_BATCH * DOCUMENT_REQUESTS  # texts between two progress reports: what keeps the batch full
 running: set[asyncio.Task] = set()  # the jobs of this worker (a reference keeps each task alive)
 
 router = APIRouter(tags=["DeepL"])
@@ -63,17 +62,17 @@ async def translate(p: Pipeline, kept: DocumentJobs, job: Job, source: str, targ
     billed = 0
 
     async def translate_texts(texts: list[str]) -> list[str]:
-        nonlocal job, billed
-        language = p.document_language(texts, target) if source == "auto" else source
-        total, done, out = sum(map(len, texts)) or 1, 0, list(texts)
-        for begin in range(0, len(texts), CHUNK):
-            out[begin : begin + CHUNK] = await p.translate_document(texts[begin : begin + CHUNK], language, target)
-            done += sum(map(len, texts[begin : begin + CHUNK]))
-            remaining = (time.monotonic() - started) * (total - done) / max(done, 1)
-            job = dataclasses.replace(job, seconds_remaining=round(remaining))
-            kept.update(job)
-        billed = sum(map(len, texts))
-        return out
+        nonlocal billed
+        billed, done = sum(map(len, texts)), 0
+
+        def progress(translated: list[str]) -> None:
+            """seconds_remaining: the time so far, for the share of characters left."""
+            nonlocal done
+            done += sum(map(len, translated))
+            remaining = (time.monotonic() - started) * (billed - done) / max(done, 1)
+            kept.update(dataclasses.replace(job, seconds_remaining=round(remaining)))
+
+        return await p.translate_document(texts, source, target, progress)
 
     try:
         suffix = PurePath(job.name).suffix.lower()
