@@ -110,6 +110,10 @@ BENCHMARKS = [
         "a 1 MB .docx translated through /translate_file in one request: its time, and its structure after",
     ),
     Benchmark(
+        "deepl-document", "bench.serving.deepl_document",
+        "a 1 MB .docx through DeepL's /v2/document against /translate_file: time ratio, longest request wait",
+    ),
+    Benchmark(
         "load", "bench.serving.load",
         "the service's throughput and latency with dynamic batching against batch size 1",
         args=("--compare", "--concurrency", "32", "--seconds", "20"),
