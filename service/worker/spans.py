@@ -16,7 +16,8 @@ The placeholders are numbers (7301, 7318, ...) that the text does not hold, even
 forms tried, the shipped models copy a four-digit number best (brackets, angle brackets and underscores they never
 copied), and were then fine-tuned on them (model.augment.placeholder_variants): most real spans are copied into
 place, the rest put back (BENCHMARKS.md#placeholders). Inline markup's placeholders (service.worker.markup) are
-numbers in the text given to protect(), so they are held as spans too and come back exactly once.
+numbers in the text given to protect(), so they are held as spans too and come back exactly once. A glossary's
+terms (service.worker.deepl.glossary) are held the same way, each given back as its target term.
 """
 
 from __future__ import annotations
