@@ -113,6 +113,10 @@ BENCHMARKS = [
         "a 1 MB .docx translated through /translate_file in one request: its time, and its structure after",
     ),
     Benchmark(
+        "deepl-document", "bench.serving.deepl_document",
+        "a 1 MB .docx through DeepL's /v2/document against /translate_file: time ratio, longest request wait",
+    ),
+    Benchmark(
         "load", "bench.serving.load",
         "the service's throughput and latency with dynamic batching against batch size 1",
         args=("--compare", "--concurrency", "32", "--seconds", "20"),
@@ -164,6 +168,10 @@ BENCHMARKS = [
     Benchmark(
         "placeholders", "bench.studies.placeholders",
         "which placeholder forms the shipped models copy, and how protected spans come back through them",
+    ),
+    Benchmark(
+        "glossary", "bench.studies.glossary",
+        "glossary terms through the DeepL API: the share of translations with the target term, chrF with and without",
     ),
     Benchmark(
         "splitters", "bench.studies.splitters",

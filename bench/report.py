@@ -378,6 +378,27 @@ def hostile_documents(results: list[dict]) -> list[Figure]:
     return figures
 
 
+def glossary(results: list[dict]) -> list[Figure]:
+    r = results[0]["results"]
+    used, without = r["with glossary"], r["without glossary"]
+    return [
+        Figure("target term in the translation, with the glossary", f"{100 * used['term_share']:.1f} %",
+               f"{times(used['term_share'] / without['term_share'])} without it"),
+        Figure("chrF against references with the terms, with the glossary", f"{used['chrf']:.1f}",
+               f"{times(used['chrf'] / without['chrf'])} without it"),
+    ]
+
+
+def deepl_document(results: list[dict]) -> list[Figure]:
+    f = results[0]["figures"]
+    return [
+        Figure(f"a .docx of {f['bytes']:,} bytes through /v2/document, upload to result", f"{f['v2_document_s']:.1f} s",
+               f"{times(float(f['ratio']))} /translate_file's"),
+        Figure("the same translated text as /translate_file's", "yes" if f["same_text"] else "no",
+               verdict("the same", f["same_text"])),
+    ]
+
+
 # --- the questions ------------------------------------------------------------------------------------------------
 
 CPU_SINCE = "The service's CPU code has changed since this commit; the figures are not remeasured."
@@ -566,6 +587,17 @@ QUESTIONS = [
         "the goals: RSS growth < 10 %, no response 500", ("soak.json",), soak,
         "At this commit the service was one process, so its RSS is the whole tree. The service's code has changed "
         "since; the figures are not remeasured.",
+    ),
+    Question(
+        "Glossary terms through the DeepL API",
+        "200 sentences written around 40 glossary terms (tests/data/glossary), en-de, the shipped model through "
+        "DeepL's Python client: the target term in the translation, and chrF against references with the terms.",
+        "the same sentences without the glossary", ("glossary.json",), glossary,
+    ),
+    Question(
+        "A document through DeepL's API",
+        "A .docx through /v2/document (upload, status polls, result) against the same through /translate_file.",
+        "/translate_file's time", ("deepl-document.json",), deepl_document, CPU_SINCE,
     ),
 ]  # fmt: skip
 

@@ -34,6 +34,10 @@ class Metrics:
             "translator_request_latency_seconds", "Translate request latency by language pair", ["pair"],
             buckets=LATENCY_BUCKETS, registry=r,
         )
+        self.billed_characters = Counter(
+            "translator_billed_characters", "Characters of text translated through the DeepL API (its /v2/usage)",
+            registry=r,
+        )
         self.placeholders = Counter(
             "translator_placeholders", "Protected spans (URLs, emails, emoji, ...) by how they came back: copied by "
             "the model, or put back by place where the model dropped the placeholder", ["how"], registry=r,
@@ -90,6 +94,14 @@ class Metrics:
             "translator_resident_memory_bytes", "Resident memory of the engine process and of each HTTP worker",
             ["process"], registry=r, multiprocess_mode="liveall",
         )
+
+    def billed(self) -> int:
+        """translator_billed_characters, over every process of the service."""
+        registry = self.registry
+        if os.environ.get(MULTIPROCESS_DIR):
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)
+        return int(registry.get_sample_value("translator_billed_characters_total") or 0)
 
     def exposition(self) -> bytes:
         """The text format of every metric: this process's, or with several processes, all of theirs (this HTTP

@@ -98,6 +98,32 @@ def test_a_translated_file_is_served_to_its_key_alone(keyed):
     assert httpx.get(url, params={"api_key": "k1"}).text == "a story"
 
 
+def deepl(url: str, key: str, text: str = "Hello", path: str = "/v2/translate") -> httpx.Response:
+    return httpx.post(url + path, json={"text": [text], "target_lang": "DE"},
+                      headers={"Authorization": f"DeepL-Auth-Key {key}"}, timeout=30)
+
+
+def test_deepl_keys_and_limits_are_the_store_s_in_deepl_s_answers(keyed):
+    """DeepL's API admits a request as LibreTranslate's does (the same keys, limits and usage); a request limit is
+    DeepL's 429, the monthly characters its 456 ("quota exceeded"), each in DeepL's {"message"}."""
+    server, data = keyed
+    assert deepl(server.url, "k1").status_code == 200
+    for refused in (deepl(server.url, "nope"), httpx.post(server.url + "/v2/translate", json={"text": ["Hello"],
+                                                                                               "target_lang": "DE"})):
+        assert (refused.status_code, refused.json()) == (403, {"message": "Invalid API key"})
+    quick = new_key("deepl-quick", "--req-limit", "2", data_dir=data)
+    answers = [deepl(server.url, quick) for _ in range(3)]
+    assert [a.status_code for a in answers] == [200, 200, 429]
+    assert list(answers[2].json()) == ["message"] and 1 <= int(answers[2].headers["Retry-After"]) <= 60
+    wordy = new_key("deepl-wordy", "--char-limit", "10", data_dir=data)
+    assert deepl(server.url, wordy, "Hello").status_code == 200
+    assert httpx.get(server.url + "/v2/usage", headers={"Authorization": f"DeepL-Auth-Key {wordy}"}).json() == {
+        "character_count": 5, "character_limit": 10}
+    over = deepl(server.url, wordy, "Hello world!")
+    assert over.status_code == 456 and "characters per month" in over.json()["message"]
+    assert post(server.url, wordy, q="Hello world!").status_code == 429  # LibreTranslate's answer to the same
+
+
 def translate_file(url: str, key: str | None = None) -> str:
     fields = {"source": "en", "target": "de", **({"api_key": key} if key else {})}
     answer = httpx.post(url + "/translate_file", data=fields, files={"file": ("story.txt", b"A story")}, timeout=30)

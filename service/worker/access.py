@@ -27,6 +27,7 @@ class TooManyRequests(RequestError):
 
     def __init__(self, limit: Limit, now: float):
         super().__init__(f"Too many requests: over the limit of {limit.most} {WORDS[limit.kind]}")
+        self.deepl_status = 456 if limit.kind == "chars" else 429  # DeepL's "quota exceeded" for characters
         self.headers = {"Retry-After": str(max(1, math.ceil(limit.window.ends - now)))}
 
 
@@ -51,10 +52,9 @@ def address(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
-def characters(values: dict) -> int:
-    """The characters of a request's text (q: one string or a list)."""
-    q = values.get("q")
-    return sum(len(text) for text in (q if isinstance(q, list) else [q]) if isinstance(text, str))
+def characters(text: object) -> int:
+    """The characters of a request's text (one string or a list)."""
+    return sum(len(one) for one in (text if isinstance(text, list) else [text]) if isinstance(one, str))
 
 
 class Access:
@@ -63,11 +63,11 @@ class Access:
         self.store = store
         self.metrics = metrics
 
-    async def admit(self, request: Request, values: dict) -> Client:
-        """The request's client, once its key and limits allow it (Forbidden, TooManyRequests, StoreUnavailable)."""
+    async def admit(self, request: Request, key: object, used: int) -> Client:
+        """The request's client, once its key and limits allow it (Forbidden, TooManyRequests, StoreUnavailable):
+        `key` as the request names it, `used` the characters of its text."""
         if not self.settings.limits_on:
             return Client(f"ip:{address(request)}")
-        key, used = values.get("api_key"), characters(values)
         client = await asyncio.to_thread(self._admit, key if isinstance(key, str) else None, address(request), used)
         if client.key_id is not None:
             self.metrics.key_requests.inc()

@@ -1,5 +1,5 @@
-"""The HTTP worker's FastAPI app: LibreTranslate's API (routes/), health, readiness and metrics, the page at / and
-the docs, in front of an engine (service.protocol.EngineClient).
+"""The HTTP worker's FastAPI app: LibreTranslate's and DeepL's APIs (routes/), health, readiness and metrics, the
+page at / and the docs, in front of an engine (service.protocol.EngineClient).
 
     app = create_app(settings, RemoteEngine(address, lifeline, settings))   # an HTTP worker of `python -m service`
     app = create_app(settings, Engine(settings, metrics), metrics)  # one process serves everything (service.solo)
@@ -28,13 +28,15 @@ from service.settings import Settings
 from service.store import Store, StoreUnavailable
 from service.worker import errors
 from service.worker.access import Access
+from service.worker.deepl.documents import JobFolder
+from service.worker.deepl.glossaries import GlossaryFolder
 from service.worker.detect import LanguageDetector, every_language
 from service.worker.files import TranslatedFiles
 from service.worker.middleware import BodyLimit, CloseWhenStopping, Observe
 from service.worker.pairs import Pairs
 from service.worker.params import invisible_characters
 from service.worker.pipeline import Pipeline
-from service.worker.routes import files, keys, languages, operations, pages, translate
+from service.worker.routes import deepl, deepl_documents, files, keys, languages, operations, pages, translate
 from service.worker.state import State
 
 log = logging.getLogger(__name__)
@@ -98,7 +100,8 @@ def create_app(
     store = Store.of(settings)
     files_kept = TranslatedFiles(settings.data_dir / "files", store, settings.file_retention_s,
                                  settings.file_budget_bytes)
-    state = State(settings, metrics, engine, store, Access(settings, store, metrics), files_kept)
+    state = State(settings, metrics, engine, store, Access(settings, store, metrics), files_kept,
+                  GlossaryFolder(settings.data_dir / "glossaries"), JobFolder(settings.data_dir / "documents"))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -121,7 +124,7 @@ def create_app(
         redirect_slashes=False,  # a redirect would be built from the client's Host header: 404 instead
     )
     app.state.translator_state = state
-    for routes in (translate, files, keys, languages, operations, pages):
+    for routes in (translate, deepl, deepl_documents, files, keys, languages, operations, pages):
         app.include_router(routes.router)
     errors.install(app)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, file_limit=settings.max_file_bytes)

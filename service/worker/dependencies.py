@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from pydantic import BaseModel, ValidationError
 
 from service.protocol import Phase
-from service.worker.access import Client
+from service.worker.access import Client, characters
 from service.worker.errors import ClientGone, InvalidRequest, NotServing, describe
 from service.worker.params import read_params
 from service.worker.pipeline import Pipeline
@@ -49,19 +49,52 @@ async def pipeline_now(request: Request) -> Pipeline:
     return await serving(state(request), 0)
 
 
-async def params(request: Request) -> dict[str, Any]:
-    """The request's parameters: query string and body merged (service.worker.params), once its key and limits
-    admit it (service.worker.access; client() then names its client)."""
+KeyOf = Callable[[Request, dict[str, Any]], Any]  # where a request's API key is
+
+
+def api_key(request: Request, params: dict[str, Any]) -> Any:
+    """The API key of a LibreTranslate request: its api_key parameter."""
+    return params.get("api_key")
+
+
+def deepl_key(request: Request, params: dict[str, Any]) -> str:
+    """The API key of a DeepL request: `Authorization: DeepL-Auth-Key KEY`, or the legacy auth_key parameter."""
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    if scheme == "DeepL-Auth-Key":
+        return key.strip()
+    return str(params.get("auth_key", ""))
+
+
+async def admitted(request: Request, key_of: KeyOf, text: str) -> dict[str, Any]:
+    """The request's parameters: query string and body merged (service.worker.params), once its key (`key_of` reads
+    it) and limits admit it (service.worker.access, counting the characters of its `text` parameter; client() then
+    names its client)."""
 
     async def admit(values: dict[str, Any]) -> None:
-        request.state.client = await state(request).access.admit(request, values)
+        used = characters(values.get(text))
+        request.state.client = await state(request).access.admit(request, key_of(request, values), used)
 
     return await read_params(request, admit)
 
 
+async def params(request: Request) -> dict[str, Any]:
+    """A LibreTranslate request's parameters, admitted (its api_key, its q's characters)."""
+    return await admitted(request, api_key, "q")
+
+
+async def deepl_params(request: Request) -> dict[str, Any]:
+    """A DeepL request's parameters, admitted (its key as DeepL sends it: deepl_key; its text's characters)."""
+    return await admitted(request, deepl_key, "text")
+
+
 def client(request: Request) -> Client:
-    """Whose request this is (after `params`)."""
+    """Whose request this is (after `params` or `deepl_params`)."""
     return request.state.client
+
+
+def glossary_owner(request: Request) -> str:
+    """Whose glossaries and DeepL documents a request sees: its key's, or everyone's ("") when keys are off."""
+    return client(request).owner if state(request).settings.keys_required else ""
 
 
 def validated(model: type[Model], values: dict[str, Any]) -> Model:
@@ -95,3 +128,4 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
 ServingPipeline = Annotated[Pipeline, Depends(pipeline)]
 PipelineNow = Annotated[Pipeline, Depends(pipeline_now)]
 Params = Annotated[dict[str, Any], Depends(params)]
+DeepLParams = Annotated[dict[str, Any], Depends(deepl_params)]

@@ -2,7 +2,9 @@
 
 The pipeline and the request reading raise domain errors (InvalidRequest, Forbidden, ...), the engine its
 EngineErrors (service.protocol); install() maps each to its status, LibreTranslate's body {"error": message}, and
-Retry-After where trying again later helps.
+Retry-After where trying again later helps. DeepL's API (/v2/, /v3/) gets its own body, {"message": message},
+its 429 Too Many Requests (with Retry-After) where the queue is full, and an error's `deepl_status` where it has
+one (456 for a key's character quota).
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ log = logging.getLogger(__name__)
 
 CLIENT_GONE = 499  # nginx's "client closed request": what a request whose client hung up is counted as
 RETRY_AFTER = {"Retry-After": "1"}
+DEEPL_PATHS = ("/v2/", "/v3/")
 
 
 class RequestError(Exception):
     """A request that cannot be served as it is; `status` is its HTTP answer."""
 
     status = 400
+    deepl_status: int | None = None  # DeepL's API's answer where it differs from `status`
     headers: dict[str, str] | None = None  # of its answer
 
     def __init__(self, message: str):
@@ -97,9 +101,13 @@ ENGINE_ANSWERS: dict[type[EngineError], tuple[int, str]] = {
 }
 
 
-def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    """LibreTranslate's error body; Retry-After on a 503."""
-    return JSONResponse({"error": message}, status_code=status, headers=RETRY_AFTER if status == 503 else headers)
+def error(status: int, message: str, path: str = "", headers: dict[str, str] | None = None) -> JSONResponse:
+    """The error body of the API that `path` belongs to (LibreTranslate's, or DeepL's), with `headers`; Retry-After
+    on a 503 or 429 that does not name its own."""
+    body = {"message": message} if path.startswith(DEEPL_PATHS) else {"error": message}
+    if status in (429, 503):
+        headers = {**RETRY_AFTER, **(headers or {})}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 NOT_A_NUMBER = {"int_parsing", "int_type", "int_from_float"}
@@ -123,33 +131,39 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestError)
     async def request_error(request: Request, exc: RequestError) -> JSONResponse:
-        return error(exc.status, exc.message, exc.headers)
+        deepl = request.url.path.startswith(DEEPL_PATHS)
+        return error(exc.deepl_status if deepl and exc.deepl_status else exc.status, exc.message, request.url.path,
+                     exc.headers)
 
     @app.exception_handler(StoreUnavailable)
     async def store_unavailable(request: Request, exc: StoreUnavailable) -> JSONResponse:
         log.warning("the store is unavailable on %s: %s", request.url.path, exc)
-        return error(503, "The store of keys, limits and files is unavailable")
+        return error(503, "The store of keys, limits and files is unavailable", request.url.path)
 
     @app.exception_handler(EngineError)
     async def engine_error(request: Request, exc: EngineError) -> JSONResponse:
         status, message = ENGINE_ANSWERS[type(exc)]
         if status == 500:
             log.error("the engine failed a request on %s: %s", request.url.path, exc)
-        return error(status, message)
+        if isinstance(exc, QueueFull) and request.url.path.startswith(DEEPL_PATHS):
+            status = 429  # DeepL's "too many requests": its clients wait and try again
+        return error(status, message, request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+        response = error(exc.status_code, str(exc.detail), request.url.path)
+        response.headers.update(exc.headers or {})
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error(400, f"Invalid request: {describe(exc.errors())}")
+        return error(400, f"Invalid request: {describe(exc.errors())}", request.url.path)
 
     @app.exception_handler(ClientDisconnect)
     async def client_disconnected(request: Request, exc: ClientDisconnect) -> JSONResponse:
-        return error(CLIENT_GONE, ClientGone().message)
+        return error(CLIENT_GONE, ClientGone().message, request.url.path)
 
     @app.exception_handler(Exception)
     async def fault(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s", request.url.path)
-        return error(500, "internal error")
+        return error(500, "internal error", request.url.path)

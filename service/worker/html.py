@@ -18,7 +18,7 @@ again and writes its translations in.
 from __future__ import annotations
 
 from service.worker.html5 import HTML_FORMATTER, check_safe, parse
-from service.worker.html_units import HtmlUnits
+from service.worker.html_units import DEFAULT_TAGS, HtmlUnits, Tags
 from service.worker.markup import mark, unmark
 
 MAX_NODES = 1000  # TRANSLATOR_MAX_CHARS (5,000) characters of ordinary markup hold far fewer
@@ -28,9 +28,10 @@ class HtmlText:
     """`texts` to translate, one per unit in document order, with placeholders for its inline markup;
     `render(translations)` gives the fragment with them in place."""
 
-    def __init__(self, markup: str) -> None:
+    def __init__(self, markup: str, tags: Tags = DEFAULT_TAGS) -> None:
         self.markup = markup
-        self.texts = [mark(unit).text for unit in HtmlUnits(parse(markup, True, MAX_NODES)).units]
+        self.tags = tags
+        self.texts = [mark(unit).text for unit in HtmlUnits(parse(markup, True, MAX_NODES), tags).units]
 
     def render(self, translations: list[str]) -> str:
         """The fragment with the i-th unit translated as translations[i] (its placeholders where the inline markup
@@ -39,7 +40,7 @@ class HtmlText:
         if len(translations) != len(self.texts):
             raise ValueError(f"{len(translations)} translations for {len(self.texts)} texts")
         soup = parse(self.markup, True, MAX_NODES)
-        units = HtmlUnits(soup)
+        units = HtmlUnits(soup, self.tags)
         units.write([unmark(text, mark(unit)) for text, unit in zip(translations, units.units)])
         rendered = soup.decode(formatter=HTML_FORMATTER)
         check_safe(self.markup, rendered, True)

@@ -46,6 +46,18 @@ HTML_WHITESPACE = re.compile(r"[ \t\n\r\f]+")
 MAX_DEPTH = 100
 
 
+@dataclass(frozen=True)
+class Tags:
+    """Which elements are part of their block's sentence (inline) and which are not translated; DeepL's
+    non_splitting_tags, splitting_tags and ignore_tags change them for one request."""
+
+    inline: frozenset[str] = INLINE
+    untranslated: frozenset[str] = UNTRANSLATED_ELEMENTS
+
+
+DEFAULT_TAGS = Tags()
+
+
 class XmlInOrder(XMLFormatter):
     def attributes(self, tag: Tag) -> Iterator[tuple[str, str | None]]:
         return iter(tag.attrs.items())
@@ -72,13 +84,14 @@ class Attribute:
 class HtmlUnits:
     """The units of a tree in document order (`units`); write(translations) puts translated units in the tree."""
 
-    def __init__(self, soup: BeautifulSoup) -> None:
+    def __init__(self, soup: BeautifulSoup, tags: Tags = DEFAULT_TAGS) -> None:
         self.soup = soup
+        self.tags = tags
         self.slots: list[Run | Attribute] = []
         self.units: list[Unit] = []
         self.holding_blocks: set[int] = set()  # ids of the elements with a block inside them
         for element in reversed(soup.find_all(True)):  # an element's descendants before it
-            if element.name not in INLINE | KEPT_WHOLE or id(element) in self.holding_blocks:
+            if element.name not in tags.inline | KEPT_WHOLE or id(element) in self.holding_blocks:
                 self.holding_blocks.add(id(element.parent))
         self.walk(soup, True, 0)
 
@@ -103,14 +116,14 @@ class HtmlUnits:
                 continue
             self.add_run(run, translated, depth)
             run = []
-            child_translated = translated_here(child, translated)
+            child_translated = self.translated_here(child, translated)
             self.add_attributes(child, child_translated)
             self.walk(child, child_translated, depth + 1)
         self.add_run(run, translated, depth)
 
     def inline(self, element: Tag) -> bool:
         """Whether an element is part of its block's text: known as inline, with no block inside it."""
-        return element.name in KEPT_WHOLE or element.name in INLINE and id(element) not in self.holding_blocks
+        return element.name in KEPT_WHOLE or element.name in self.tags.inline and id(element) not in self.holding_blocks
 
     def add_run(self, nodes: list[PageElement], translated: bool, depth: int) -> None:
         """A unit for a run that holds text to translate; the attributes of the elements in it. In a run that is not
@@ -118,7 +131,7 @@ class HtmlUnits:
         if not translated:
             for node in nodes:
                 if isinstance(node, Tag):
-                    inner = translated_here(node, False)
+                    inner = self.translated_here(node, False)
                     self.add_attributes(node, inner)
                     if inner:
                         self.walk(node, True, depth + 1)
@@ -141,9 +154,9 @@ class HtmlUnits:
             elif isinstance(node, NavigableString):
                 pieces.append(str(node))
             else:
-                node_translated = translated_here(node, translated)
+                node_translated = self.translated_here(node, translated)
                 self.add_attributes(node, node_translated)
-                if node_translated and node.name in INLINE:
+                if node_translated and node.name in self.tags.inline:
                     pieces += [Open(node), *self.pieces(list(node.children), True, depth + 1), Close(node)]
                 else:
                     pieces.append(Atom(node))
@@ -163,18 +176,18 @@ class HtmlUnits:
             raise InvalidRequest(f"markup nested deeper than {MAX_DEPTH} elements")
         for child in element.children:
             if isinstance(child, Tag):
-                child_translated = translated_here(child, translated)
+                child_translated = self.translated_here(child, translated)
                 self.add_attributes(child, child_translated)
                 self.add_kept_attributes(child, child_translated, depth + 1)
 
-
-def translated_here(element: Tag, inherited: bool) -> bool:
-    """Whether an element's text and attributes are translated, given its parent's (see the module's docstring)."""
-    if element.name in UNTRANSLATED_ELEMENTS or "notranslate" in str(element.get("class", "")).split():
-        return False
-    if (translate := element.get("translate")) is not None:
-        return str(translate).strip().lower() != "no"
-    return inherited
+    def translated_here(self, element: Tag, inherited: bool) -> bool:
+        """Whether an element's text and attributes are translated, given its parent's (see the module's
+        docstring)."""
+        if element.name in self.tags.untranslated or "notranslate" in str(element.get("class", "")).split():
+            return False
+        if (translate := element.get("translate")) is not None:
+            return str(translate).strip().lower() != "no"
+        return inherited
 
 
 def collapse_whitespace(pieces: Unit) -> Unit:

@@ -10,11 +10,10 @@ import time
 from collections.abc import Callable
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.metrics import Metrics
-from service.worker.errors import TooLarge
+from service.worker.errors import TooLarge, error
 from service.worker.params import MAX_FIELDS
 
 
@@ -26,7 +25,7 @@ class BodyLimit:
 
     def __init__(self, app: ASGIApp, limit: int, file_limit: int):
         self.app = app
-        self.limits = {"/translate_file": file_limit}  # documents have their own; every other path `limit`
+        self.limits = {"/translate_file": file_limit, "/v2/document": file_limit}  # documents: theirs; else `limit`
         self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -34,12 +33,12 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         if scope["query_string"].count(b"&") >= MAX_FIELDS:
             message = f"Invalid request: more than {MAX_FIELDS} query parameters"
-            return await JSONResponse({"error": message}, 400)(scope, receive, send)
+            return await error(400, message, scope["path"])(scope, receive, send)
         limit = self.limits.get(scope["path"], self.limit)
         declared = dict(scope["headers"]).get(b"content-length", b"0")
         if not declared.isdigit() or int(declared) > limit:
             status, message = (400, "Invalid Content-Length") if not declared.isdigit() else (413, too_large(limit))
-            return await JSONResponse({"error": message}, status)(scope, receive, send)
+            return await error(status, message, scope["path"])(scope, receive, send)
         received = 0
 
         async def limited_receive() -> Message:

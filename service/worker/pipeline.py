@@ -13,21 +13,23 @@ import asyncio
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from core.search import Hypothesis, SearchOptions
 from service.metrics import Metrics
 from service.protocol import EngineClient
 from service.settings import Settings
+from service.worker.deepl.glossary import placed, written
 from service.worker.detect import LanguageDetector, unserved_language
 from service.worker.errors import InvalidRequest, Unsupported
 from service.worker.html import HtmlText
+from service.worker.html_units import DEFAULT_TAGS, Tags
 from service.worker.numbers import localize
 from service.worker.pairs import Pair, Pairs, language_name
 from service.worker.params import clean_text
 from service.worker.projection import bare, markup_placeholders, plain_numbering, project
 from service.worker.schemas import DetectedLanguage, TranslateRequest, TranslateResponse
-from service.worker.spans import Protected, protect, unprotected
+from service.worker.spans import Protected, Terms, protect
 from service.worker.text import (
     in_capitals,
     join_translations,
@@ -41,6 +43,18 @@ NOTHING_DETECTED = ("en", 0.0)  # LibreTranslate's detection of text with nothin
 DOCUMENT_BATCH = 64  # texts (paragraphs, cells, cues) of a document in one internal request
 DOCUMENT_REQUESTS = 3  # a document's internal requests at a time: enough to keep the running batch full
 DOCUMENT_SAMPLE = 5000  # characters of a document its language is detected on
+
+
+@dataclass(frozen=True)
+class Options:
+    """How a request's texts are cut and what is held through translation, beyond LibreTranslate's fields (the DeepL
+    API's: service.worker.deepl)."""
+
+    # "1": at sentence ends and line breaks; "nonewlines": at sentence ends only; "0": not at all, unless a text is
+    # longer than the model's sentence bound (TRANSLATOR_MAX_SENTENCE_TOKENS), which is cut at clause boundaries
+    split: Literal["1", "0", "nonewlines"] = "1"
+    terms: Terms | None = None  # a glossary's terms, held as protected spans
+    tags: Tags = DEFAULT_TAGS  # which elements are inline and which untranslated, with markup
 
 
 @dataclass
@@ -64,22 +78,40 @@ class Text:
         return [sentence for layout in self.layouts for sentence in sentences_of(layout)]
 
     @property
+    def with_terms(self) -> list[tuple[int, Protected]]:
+        """(index, its segment) of each sentence that holds glossary terms: each is translated a second time with
+        its terms as written (glossary.placed)."""
+        found, i = [], 0
+        for protected, layout in zip(self.segments, self.layouts):
+            for sentence in sentences_of(layout):
+                if any(placeholder in sentence for placeholder in protected.terms):
+                    found.append((i, protected))
+                i += 1
+        return found
+
+    @property
     def model_input(self) -> list[str]:
         """The sentences as the model reads them: a sentence in capitals in ordinary case (it comes back in
-        capitals), and after them, each sentence with inline markup again without it (set_translations)."""
+        capitals); after them, each sentence with inline markup again without it, then each sentence with glossary
+        terms again with its terms as written (set_translations)."""
         ordinary = [ordinary_case(s) if in_capitals(s) else s for s in self.sentences]
-        return ordinary + [bare(s, tags, numbering) for s, (tags, numbering) in zip(ordinary, self.tags) if tags]
+        return (ordinary + [bare(s, tags, numbering) for s, (tags, numbering) in zip(ordinary, self.tags) if tags]
+                + [written(ordinary[i], protected.terms) for i, protected in self.with_terms])
 
     def set_translations(self, nbest: list[list[str]]) -> None:
         """Per alternative, the model's translation of each of model_input: a sentence's in capitals where it was in
-        capitals, with its markup projected onto its translation without markup."""
+        capitals, with its markup projected onto its translation without markup, its glossary terms placed."""
         capitals = [in_capitals(s) for s in self.sentences]
+        tagged = len(capitals) + sum(1 for tags, _ in self.tags if tags)
         self.translations = []
         for alternative in nbest:
-            bare_translations = iter(alternative[len(capitals) :])
-            projected = [project(t, next(bare_translations), tags, numbering) if tags else t
-                         for t, (tags, numbering) in zip(alternative, self.tags)]
-            self.translations.append([t.upper() if c else t for t, c in zip(projected, capitals)])
+            bare_translations, own = iter(alternative[len(capitals) : tagged]), iter(alternative[tagged:])
+            translations = [project(t, next(bare_translations), tags, numbering) if tags else t
+                            for t, (tags, numbering) in zip(alternative, self.tags)]
+            for i, protected in self.with_terms:
+                terms = {p: protected.spans[p] for p in protected.terms if p in self.sentences[i]}
+                translations[i] = placed(translations[i], next(own), terms)
+            self.translations.append([t.upper() if c else t for t, c in zip(translations, capitals)])
 
     def render(self, k: int) -> tuple[str, int]:
         """The k-th alternative of this text, in its layout and markup, its protected spans back; the text itself when
@@ -205,20 +237,17 @@ class Pipeline:
         bound = min(self.settings.split_tokens, self.settings.max_sentence_tokens)
         return lambda sentence: len(pair.source_ids([sentence])[0]) > bound
 
-    def prepare(self, original: str, text: str, req: TranslateRequest) -> Text:
-        """A text of q, cleaned (`text`: clean_text's), its markup and protected spans taken out, routed and split; a
-        text with nothing to translate is given back as it came (`original`). Inline markup's placeholders (of HTML,
-        of a document's texts however they come: the CLI sends them to /translate) are projected onto the
-        translation without them (service.worker.projection)."""
-        html = HtmlText(text) if req.format == "html" else None
-        segments = [protect(segment) if self.settings.protect_spans else unprotected(segment)
+    def prepare(self, original: str, text: str, req: TranslateRequest, options: Options) -> Text:
+        """A text of q, cleaned (`text`: clean_text's), its markup, protected spans and glossary terms taken out,
+        routed and split; a text with nothing to translate is given back as it came (`original`). Inline markup's
+        placeholders (of HTML, of a document's texts however they come: the CLI sends them to /translate) are
+        projected onto the translation without them (service.worker.projection)."""
+        html = HtmlText(text, options.tags) if req.format == "html" else None
+        segments = [protect(segment, options.terms, self.settings.protect_spans)
                     for segment in (html.texts if html else [text])]
         visible = " ".join(segment.text for segment in segments)  # a URL alone leaves nothing to translate
         pair, detected = self.route(visible, req) if translatable(visible) else (None, None)
-        language = pair.source if pair else req.target
-        layouts = [split_sentences(segment.text, language) for segment in segments]
-        if pair:
-            layouts = [split_long(layout, self.too_long(pair)) for layout in layouts]
+        layouts = [self.layout(segment.text, pair, req.target, options) for segment in segments]
         numbers = partial(localize, source=pair.source, target=pair.target) if pair else None
         tags = []
         for segment, layout in zip(segments, layouts):
@@ -228,17 +257,30 @@ class Pipeline:
         return Text(original, pair, detected, html, segments, layouts,
                     numbers if self.settings.localize_numbers else None, tags)
 
-    async def translate(self, req: TranslateRequest) -> TranslateResponse:
-        """A request: at most max_chars characters, and max_request_work decoder row-steps."""
-        return await self.run(req, [req.q] if isinstance(req.q, str) else req.q, request_limits=True)
+    def layout(self, text: str, pair: Pair | None, target: str, options: Options) -> list[str]:
+        """split_sentences()'s layout of a segment, cut as options.split asks ("0": the segment as one sentence),
+        each sentence too long for the pair split at clause boundaries (split_long)."""
+        language = pair.source if pair else target
+        if options.split == "0":
+            layout = [text.strip()]
+        else:
+            layout = split_sentences(" ".join(text.split("\n")) if options.split == "nonewlines" else text, language)
+        return split_long(layout, self.too_long(pair)) if pair else layout
 
-    async def translate_document(self, texts: list[str], source: str, target: str) -> list[str]:
+    async def translate(self, req: TranslateRequest, options: Options = Options()) -> TranslateResponse:
+        """A request: at most max_chars characters, and max_request_work decoder row-steps."""
+        return await self.run(req, [req.q] if isinstance(req.q, str) else req.q, request_limits=True, options=options)
+
+    async def translate_document(
+        self, texts: list[str], source: str, target: str, progress: Callable[[list[str]], None] | None = None
+    ) -> list[str]:
         """A document's texts (service.worker.documents; TRANSLATOR_MAX_FILE_CHARS bounds it when it is read, not
         the request limits): with source "auto" its language is detected once, on the whole document; then
         DOCUMENT_BATCH texts a request, DOCUMENT_REQUESTS requests at a time, so that the running batch stays full.
         They go to the engine as bulk work, after interactive requests and never refused for the document's own
         requests waiting ahead of them (service.engine.admission). At most TRANSLATOR_DOCUMENTS_AT_ONCE documents of
-        this worker are in the engine at once: the others wait here."""
+        this worker are in the engine at once: the others wait here. `progress` is called with the texts of each
+        request once they are translated."""
         check = TranslateRequest(q=texts or [""], source=source, target=target)
         self.check(check)
         if check.source == "auto":
@@ -251,6 +293,8 @@ class Pipeline:
             async with running:
                 answer = await self.run(req, req.q, request_limits=False, bulk=True)
             translated[begin : begin + DOCUMENT_BATCH] = answer.translatedText
+            if progress:
+                progress(req.q)
 
         async with self.documents:
             await all_or_none(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH))
@@ -265,8 +309,8 @@ class Pipeline:
         pair, _ = self.route(sample, TranslateRequest(q=sample, source="auto", target=target))
         return pair.source if pair else target
 
-    async def run(self, req: TranslateRequest, texts: list[str], request_limits: bool, bulk: bool = False
-                  ) -> TranslateResponse:
+    async def run(self, req: TranslateRequest, texts: list[str], request_limits: bool, bulk: bool = False,
+                  options: Options = Options()) -> TranslateResponse:
         """Clean, route, split, tokenize and submit the texts; `request_limits`: a request's max_chars and
         max_request_work hold (a document has its own limit, checked when it is read); `bulk`: a document's texts,
         bulk work for the engine."""
@@ -274,7 +318,7 @@ class Pipeline:
         if request_limits:
             self.check_texts(cleaned)
         self.check(req)
-        prepared = [self.prepare(original, text, req) for original, text in zip(texts, cleaned)]
+        prepared = [self.prepare(original, text, req, options) for original, text in zip(texts, cleaned)]
         by_pair: dict[str, list[Text]] = {}
         for text in prepared:
             if text.pair and text.sentences:

@@ -50,6 +50,8 @@ class TranslateRequest(BaseModel):
     api_key: StrictStr | None = Field(None, description="required when the server has API keys")
     beam_size: int | None = Field(None, ge=1, description="extension: beam size (1 is greedy)")
     max_length: int | None = Field(None, ge=1, description="extension: most tokens of one translated sentence")
+    glossary_id: StrictStr | None = Field(None, description="extension: a glossary of the DeepL API (/v2/glossaries) "
+                                          "whose terms the translation uses; needs a source language")
 
 
 class DetectRequest(BaseModel):

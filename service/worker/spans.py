@@ -16,7 +16,8 @@ The placeholders are numbers (7301, 7318, ...) that the text does not hold, even
 forms tried, the shipped models copy a four-digit number best (brackets, angle brackets and underscores they never
 copied), and were then fine-tuned on them (model.augment.placeholder_variants): most real spans are copied into
 place, the rest put back (BENCHMARKS.md#placeholders). Inline markup's placeholders (service.worker.markup) are
-numbers in the text given to protect(), so they are held as spans too and come back exactly once.
+numbers in the text given to protect(), so they are held as spans too and come back exactly once. A glossary's
+terms (service.worker.deepl.glossary) are held the same way, each given back as its target term.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
+from typing import Protocol
 
 import regex
 
@@ -62,16 +64,17 @@ class Protected:
     """A text with its spans replaced by placeholders, and what each placeholder stands for."""
 
     text: str
-    spans: dict[str, str]  # placeholder -> the span as written
+    spans: dict[str, str]  # placeholder -> the span as written (a term: its replacement)
     places: dict[str, float]  # placeholder -> where it stood, as a share of the text's length
     numbers: set[str] = field(default_factory=set)  # the placeholders of numbers (the kind "number")
-    held: bool = True  # whether the spans were taken out (False: TRANSLATOR_PROTECT_SPANS=false, nothing to do)
+    held: bool = True  # whether the text's spans were taken out (False: TRANSLATOR_PROTECT_SPANS=false)
+    terms: dict[str, str] = field(default_factory=dict)  # a term's placeholder -> the term as the text wrote it
 
     def restore(self, translation: str, localize: Callable[[str], str] | None = None) -> tuple[str, int]:
         """The translation with each placeholder's span back (a number's as `localize` writes it); how many had to be
         put back by place. Digits the model made up (a second copy of a placeholder, two run together: "73018", a
         number of its own) are taken out first."""
-        if not self.held:
+        if not self.held and not self.spans:
             return translation, 0
         translation = translation.replace(HELD, "")
         found = {}
@@ -80,7 +83,8 @@ class Protected:
             if match:
                 found[placeholder] = f"{HELD}{chr(HELD_FIRST + i)}{HELD}"
                 translation = f"{translation[: match.start()]}{found[placeholder]}{translation[match.end() :]}"
-        translation = self.without_strays(translation)
+        if self.held:  # every digit of the text is in a span (with only terms held, its own digits are still there)
+            translation = self.without_strays(translation)
         missing = 0
         for placeholder, span in self.spans.items():
             if localize and placeholder in self.numbers:
@@ -96,11 +100,6 @@ class Protected:
         """The translation less every run of digits outside the found placeholders: the text's own digits are all
         in spans, so the model made these up."""
         return regex.sub(r" ?\d+(?:[.,:/-]\d+)*", "", translation)
-
-
-def unprotected(text: str) -> Protected:
-    """`text` with nothing taken out (TRANSLATOR_PROTECT_SPANS=false)."""
-    return Protected(text, {}, {}, held=False)
 
 
 def placeholder_numbers(text: str) -> Iterator[str]:
@@ -123,20 +122,35 @@ def placeholder_pattern(placeholder: str) -> str:
     return rf"(?<![\w.,]){head}{SEPARATOR}?{tail}(?![\w]|[.,]\d)"
 
 
-def protect(text: str) -> Protected:
-    """Replace every protected span of `text` by a placeholder number that `text` does not hold."""
-    spans, places, pieces, end, numbers = {}, {}, [], 0, set()
+class Terms(Protocol):
+    """Words held through translation like protected spans, each given back as another text (a glossary's terms:
+    service.worker.deepl.glossary)."""
+
+    def find(self, text: str, taken: list[tuple[int, int]]) -> list[tuple[int, int, str]]:
+        """(start, end, what to put in its place) of each term in `text`, none overlapping a `taken` range."""
+        ...
+
+
+def protect(text: str, terms: Terms | None = None, spans: bool = True) -> Protected:
+    """Replace every protected span of `text` (with `spans`: TRANSLATOR_PROTECT_SPANS) and every one of `terms` by a
+    placeholder number that `text` does not hold; a term's placeholder is given back as its replacement."""
+    found = [(m.start(), m.end(), m.group(), m.lastgroup) for m in SPANS.finditer(text)] if spans else []
+    found_terms = [(*term, "term") for term in terms.find(text, [(start, end) for start, end, *_ in found])
+                   ] if terms else []
+    held, places, numbers, written, pieces, end = {}, {}, set(), {}, [], 0
     free = placeholder_numbers(text)
-    for match in SPANS.finditer(text):
+    for start, stop, replacement, kind in sorted(found + found_terms):
         placeholder = next(free)
-        spans[placeholder] = match.group()
-        if match.lastgroup == "number":
+        held[placeholder] = replacement
+        if kind == "number":
             numbers.add(placeholder)
-        places[placeholder] = match.start() / max(len(text), 1)
-        pieces += [text[end : match.start()], placeholder]
-        end = match.end()
+        elif kind == "term":
+            written[placeholder] = text[start:stop]
+        places[placeholder] = start / max(len(text), 1)
+        pieces += [text[end:start], placeholder]
+        end = stop
     pieces.append(text[end:])
-    return Protected("".join(pieces), spans, places, numbers)
+    return Protected("".join(pieces), held, places, numbers, spans, written)
 
 
 def insert_at_word_boundary(text: str, span: str, share: float) -> str:

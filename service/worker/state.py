@@ -1,5 +1,5 @@
 """What every request of an HTTP worker shares (State): settings, metrics, the engine, the store and the access it
-checks, the translated files and, once the engine serves, the pipeline."""
+checks, the translated files, DeepL's glossaries and document jobs and, once the engine serves, the pipeline."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from service.protocol import EngineClient, Phase
 from service.settings import Settings
 from service.store import Store
 from service.worker.access import Access
+from service.worker.deepl.documents import DocumentJobs
+from service.worker.deepl.glossaries import GlossaryRepository
 from service.worker.files import TranslatedFiles
 from service.worker.pipeline import Pipeline
 
@@ -25,6 +27,8 @@ class State:
     store: Store
     access: Access
     files: TranslatedFiles
+    glossaries: GlossaryRepository  # DeepL's glossaries
+    documents: DocumentJobs  # DeepL's document jobs
     pipeline: Pipeline | None = None  # once the engine is READY and this worker has loaded the pairs' tokenizers
     serving: asyncio.Event = field(default_factory=asyncio.Event)  # set with the pipeline
     draining: asyncio.Future | None = None  # the drain, once begun

@@ -5,8 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
 
-from service.worker.dependencies import Params, ServingPipeline, unless_disconnected, validated
+from service.worker.deepl.glossaries import matcher
+from service.worker.dependencies import Params, ServingPipeline, glossary_owner, state, unless_disconnected, validated
+from service.worker.errors import InvalidRequest
 from service.worker.middleware import observe_pair
+from service.worker.pipeline import Options, Pipeline
 from service.worker.schemas import DetectedLanguage, DetectRequest, ErrorBody, TranslateRequest, TranslateResponse
 
 ERRORS = {
@@ -34,7 +37,18 @@ async def translate(
     """Translate q from source to target (LibreTranslate's API); parameters as JSON, form or query string."""
     req = validated(TranslateRequest, values)
     observe_pair(request, p.pair_label(req))
-    return await unless_disconnected(request, p.translate(req))
+    return await unless_disconnected(request, p.translate(req, glossary_options(request, p, req)))
+
+
+def glossary_options(request: Request, p: Pipeline, req: TranslateRequest) -> Options:
+    """The extension glossary_id: the terms of a DeepL glossary of the request's key (service.worker.deepl)."""
+    if req.glossary_id is None:
+        return Options()
+    if req.source == "auto":
+        raise InvalidRequest("a glossary needs a source language")
+    p.check(req)
+    terms = matcher(state(request).glossaries, glossary_owner(request), req.glossary_id, req.source, req.target)
+    return Options(terms=terms)
 
 
 @router.post("/detect", response_model=list[DetectedLanguage], openapi_extra=body_schema(DetectRequest))
