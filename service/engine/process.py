@@ -11,6 +11,7 @@ import logging
 import signal
 from multiprocessing.connection import Connection
 
+from core.model_cache import PullError
 from service.engine.engine import Engine, ModelLoader, load_model
 from service.engine.server import EngineServer
 from service.metrics import Metrics
@@ -42,6 +43,10 @@ async def serve(settings: Settings, address: str, loader: ModelLoader) -> None:
         loop.add_signal_handler(sig, stopping.set)
     try:
         await engine.start()
+    except PullError:  # TRANSLATOR_MODELS_REQUIRED and a named model not made: the service does not start (logged)
+        serving.cancel()
+        server.close()
+        raise
     except Exception as error:
         # A bad model folder: one line saying why, then unready (/ready 503) until stopped, since a restart would
         # fail the same way (a container restarting in a loop hides the reason); the traceback at debug level.
