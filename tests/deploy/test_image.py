@@ -133,7 +133,7 @@ def test_a_malformed_setting_is_one_clear_line_and_a_missing_one_takes_its_defau
         engine.wait_ready(url, name)
         environment = engine.podman("exec", name, "env").stdout
         assert {line.split("=")[0] for line in environment.splitlines() if line.startswith("TRANSLATOR_")} == {
-            "TRANSLATOR_HOST", "TRANSLATOR_MODEL_DIR"}
+            "TRANSLATOR_HOST", "TRANSLATOR_MODEL_DIR", "TRANSLATOR_MODEL_CACHE", "TRANSLATOR_DATA_DIR"}
 
 
 def test_podman_stop_under_load_answers_every_accepted_request(cpu_image):
