@@ -361,6 +361,17 @@ def real_world(results: list[dict]) -> list[Figure]:
     return figures
 
 
+def engines_memory(results: list[dict]) -> list[Figure]:
+    memory = results[0]["memory"]
+    figures = []
+    for ours, theirs in (("ort-fp32", "ct2-float32"), ("ort-int8", "ct2-int8")):
+        ratio = memory[ours]["peak_rss_mib"] / memory[theirs]["peak_rss_mib"]
+        figures.append(Figure(f"{ours}'s worker, peak RSS over {theirs}'s", times(ratio),
+                              verdict("≤ 1.2×", ratio <= 1.2)))
+        figures.append(Figure(f"{ours}'s worker, peak RSS", mib(memory[ours]["peak_rss_mib"]), ""))
+    return figures
+
+
 def hostile_documents(results: list[dict]) -> list[Figure]:
     data = results[0]
     figures = []
@@ -552,6 +563,12 @@ QUESTIONS = [
         "An Argos Translate package named in TRANSLATOR_MODELS, pulled once; then the time from start to /ready, "
         "served from the cache, against the same model served from a plain folder (medians of the rounds).",
         "the goal: within 1.1× the plain folder's time", ("cached-start.json",), cached_start,
+    ),
+    Question(
+        "The engine's memory against CTranslate2",
+        "Peak RSS of each engine's own worker process (VmHWM) over greedy and beam 4 at batch 1, 16 and 64, one "
+        "thread, the shipped model, 256 test sentences (64 at batch 1), CTranslate2 4.8 on the same weights.",
+        "the goal: at most 1.2× CTranslate2's peak in each precision", ("engines-memory.json",), engines_memory,
     ),
     Question(
         "Exact limits across workers and instances",
