@@ -31,7 +31,7 @@ from typing import Protocol
 
 from core.folder import ModelConfig
 from core.search import Decoder, Hypothesis, RunningBatch, SearchOptions, Sentence
-from service.engine.admission import Admission, Throughput
+from service.engine.admission import Throughput
 from service.engine.config import BatchLimits
 from service.engine.memory import MemoryWatch
 from service.metrics import Metrics
@@ -69,15 +69,12 @@ class Job:
 
 
 class Batcher:
-    def __init__(self, model: DecodingModel, metrics: Metrics, name: str, limits: BatchLimits | None = None):
-        limits = limits or BatchLimits()
+    def __init__(self, model: DecodingModel, metrics: Metrics, name: str, limits: BatchLimits):
         self.model = model
         self.metrics = metrics
         self.name = name
         self.queue_depth = metrics.queue_depth.labels(name)
-        self.admission = Admission(max_sentences=limits.max_sentences, max_tokens=limits.max_tokens,
-                                   max_queue=limits.max_queue, max_queue_work=limits.max_queue_work,
-                                   max_queue_wait=limits.max_queue_wait_s)
+        self.admission = limits.admission
         self.throughput = Throughput()  # guarded by `changed`
         self.steps = 0  # decoder steps taken (only the loop's thread counts them)
         self.max_wait = limits.max_wait_ms / 1000
