@@ -25,8 +25,8 @@ from core.folder import EOS_ID, ModelConfig
 from core.search import SearchOptions, StepPlan
 from service.engine.admission import NEWCOMER_SHARE
 from service.engine.batcher import Batcher
-from service.engine.config import BatchLimits, EngineConfig
-from service.engine.engine import Engine
+from service.engine.config import BatchLimits
+from service.engine.engine import Engine, engine_config
 from service.launch import RunningService, free_port, running_service
 from service.metrics import Metrics
 from service.settings import Settings
@@ -441,7 +441,7 @@ class EchoTranslator:
 
 def batch_limits(**settings) -> BatchLimits:
     """The batcher's limits as the service reads them from its settings, with `settings` changed."""
-    return EngineConfig.from_settings(Settings(**settings)).batch
+    return engine_config(Settings(**settings)).batch
 
 
 def run_batcher(requests: list[tuple[list[list[int]], SearchOptions]], **limits) -> tuple[list, EchoTranslator]:

@@ -1,7 +1,8 @@
-"""How the engine runs a model folder (ModelOptions) and batches its sentences (BatchLimits): typed, and read from
-the service's settings in one place (EngineConfig.from_settings).
+"""How the engine runs a model folder (ModelOptions) and batches its sentences (BatchLimits), typed: the service
+reads them from its settings in one place (service.engine.engine.engine_config).
 
-ModelOptions' defaults are the offline Translator's; the batcher's limits are the service's settings alone.
+ModelOptions' defaults are the offline Translator's; the batcher's limits are the service's settings alone. Nothing
+here imports the settings, so that the offline Translator loads no settings machinery.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from service.engine.admission import Admission
-from service.settings import CUDA_GRAPHS_MAX_ROWS, CUDA_GRAPHS_MEMORY_MB, Settings
 
 Provider = Literal["auto", "cuda", "cpu"]
 Optimization = Literal["disable", "basic", "extended", "all"]
+
+CUDA_GRAPHS_MEMORY_MB = 2048  # TRANSLATOR_CUDA_GRAPHS_MEMORY_MB's default too
+CUDA_GRAPHS_MAX_ROWS = 256  # TRANSLATOR_CUDA_GRAPHS_MAX_ROWS's default too
 
 
 @dataclass(frozen=True)
@@ -47,17 +50,3 @@ class EngineConfig:
 
     model: ModelOptions
     batch: BatchLimits
-
-    @classmethod
-    def from_settings(cls, s: Settings) -> EngineConfig:
-        model = ModelOptions(
-            precision=s.precision, provider=s.provider, threads=s.threads, optimization=s.optimization,
-            spin_threads=s.spin_threads, kernels=s.kernels, cuda_graphs=s.cuda_graphs,
-            cuda_graphs_memory_mb=s.cuda_graphs_memory_mb, cuda_graphs_max_rows=s.cuda_graphs_max_rows,
-        )
-        admission = Admission(
-            max_sentences=s.max_batch_sentences, max_tokens=s.max_batch_tokens, max_queue=s.max_queue,
-            max_queue_work=s.max_queue_work, max_queue_wait=s.max_queue_wait_s,
-        )
-        batch = BatchLimits(admission, max_wait_ms=s.max_wait_ms, release_memory_after_s=s.release_memory_after_s)
-        return cls(model, batch)

@@ -258,7 +258,7 @@ class BucketStore:
         key = encoder_key(self.model, *src.shape)
         if self.encoder is None or not (key in self.encoder_buckets
                                         or self._fits(encoder_bucket_bytes(self.model, key))):
-            return encode(self.model, src, src_mask, np.ones(len(src), np.int64))[0]
+            return encode(self.model, src, src_mask)
         return self.encoder_bucket(*src.shape).run(self.encoder, src, src_mask)
 
     def encode_eagerly(self) -> None:
