@@ -180,4 +180,6 @@ def test_the_slot_table_holds_a_sentences_encoder_keys_values_once(with_kernels:
         if not len(batch):
             break
         held.append((decoder.cross_kv[0].shape()[0], len(batch)))
+        assert decoder.cache_bytes >= sum(int(np.prod(v.shape())) * 4 for v in decoder.self_kv + decoder.cross_kv)
     assert held and all(rows == sentences for rows, sentences in held)
+    assert decoder.cache_bytes == 0  # the batch is empty: its caches are gone

@@ -397,6 +397,8 @@ class EchoDecoder:
     token is far less likely. It records the source ids of the rows of each step, and takes `pace` seconds a
     step, so that requests can come while it runs."""
 
+    cache_bytes = 0  # it holds no caches
+
     def __init__(self, steps: list[list[list[int]]], pace: float) -> None:
         self.sources: list[list[int]] = []  # of each row
         self.positions: list[int] = []

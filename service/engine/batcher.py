@@ -40,12 +40,19 @@ from service.protocol import QueueFull, ShuttingDown
 log = logging.getLogger(__name__)
 
 
+class CountedDecoder(Decoder, Protocol):
+    """A decoder that says the memory its caches hold."""
+
+    @property
+    def cache_bytes(self) -> int: ...
+
+
 class DecodingModel(Protocol):
     """What the batcher needs of a model: service.engine.runner.ModelRunner, or a test's stand-in."""
 
     model_config: ModelConfig
 
-    def new_decoder(self) -> Decoder: ...
+    def new_decoder(self) -> CountedDecoder: ...
 
     def release_memory(self) -> None: ...
 
@@ -161,6 +168,7 @@ class Batcher:
                 batch = RunningBatch(self.model.new_decoder(), self.model.model_config)
             self._measure(rows if backlog else 0, time.perf_counter() - started, ended)
             self.metrics.running_rows.set(batch.rows)
+            self.metrics.cache_bytes.labels(self.name).set(batch.decoder.cache_bytes)
 
     def _measure(self, rows: int, seconds: float, ended: list[Job]) -> None:
         """What the admission's rate reads: a step of `rows` rows taken with a backlog (0: none), and the row-steps

@@ -22,6 +22,7 @@ import onnxruntime as ort
 from core.folder import GraphIO
 from core.search import StepPlan
 from core.slots import FEW_ROWS, cache_slots, grown_slots
+from service.engine.cache_graphs import NUMPY_TYPES
 from service.engine.kernels.graph import CROSS_FROM, SLOT_ROWS
 from service.engine.sessions import ModelSessions, bind_caches
 
@@ -139,6 +140,11 @@ class EagerDecoder:
         self._joined(running, running_cross, rows)
         self._replace(positions=np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)]))
         self.encode_seconds += time.perf_counter() - started
+
+    @property
+    def cache_bytes(self) -> int:
+        """The memory the caches hold (a view's whole tensor)."""
+        return held_bytes([*self.self_kv, *self.cross_kv])
 
     def _cross_rows(self, cross_kv: list[ort.OrtValue], rows: np.ndarray) -> list[ort.OrtValue]:
         """What the layout keeps of new sentences' encoder keys/values (a row each), given each new row's sentence."""
@@ -259,6 +265,10 @@ class ExportedDecoder(EagerDecoder):
         if len(rows) == cross_kv[0].shape()[0]:  # a row a sentence
             return cross_kv
         return run_graph(self.model, self.model.select, "x", cross_kv, {"rows": rows.astype(np.int64)})
+
+    @property
+    def cache_bytes(self) -> int:
+        return super().cache_bytes + held_bytes(self.spare)
 
     def _first_cache(self, rows: int) -> list[ort.OrtValue]:
         """cache_slots(1) slots of zeros: the exported step reads every slot (those after a row's position masked,
@@ -497,6 +507,14 @@ def cpu_tensor(shape: tuple[int, ...], dtype: type) -> ort.OrtValue:
     tensor = ort.OrtValue.ortvalue_from_numpy(array)
     tensor.owner = array
     return tensor
+
+
+def held_bytes(values: list[ort.OrtValue]) -> int:
+    """The memory tensors hold: of a view (row_range), its owner's whole memory, counted once."""
+    owners = {id(owner): owner for owner in (getattr(value, "owner", value) for value in values)}
+    return sum(owner.nbytes if isinstance(owner, np.ndarray) else
+               int(np.prod(owner.shape())) * np.dtype(NUMPY_TYPES[owner.data_type()]).itemsize
+               for owner in owners.values())
 
 
 def shape_of(value: ort.OrtValue | np.ndarray) -> tuple[int, ...]:

@@ -467,6 +467,11 @@ class SwitchingDecoder:
     def encode_seconds(self) -> float:
         return self.bucketed.encode_seconds + self.eager.encode_seconds
 
+    @property
+    def cache_bytes(self) -> int:
+        """The eager decoder's caches, and every bucket's (made once, kept)."""
+        return self.eager.cache_bytes + self.store.bytes()
+
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
         running = self.active
         self._fit_for(len(running.positions) + int(repeat.sum()), int(running.positions.max(initial=0)) + 1,
