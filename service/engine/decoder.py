@@ -12,7 +12,6 @@ eager_decoder() picks the one the sessions' step runs; the GPU's buckets are ser
 
 from __future__ import annotations
 
-import mmap
 import time
 from dataclasses import dataclass, field
 
@@ -34,7 +33,7 @@ NO_CROSS = np.zeros(0, dtype=np.int64)
 
 # The padded source tokens the encoder runs on at a time on the CPU (encode): its activations' memory is bounded by
 # them rather than by the batch
-ENCODE_TOKENS = 512
+ENCODE_TOKENS = 256
 
 # The first self-attention cache's slots with our kernels at a few rows: a growth (a copy of the cache, its bindings
 # anew) costs more there than slots no step reads (docs/decisions.md)
@@ -499,21 +498,15 @@ def cache_tensors(model: ModelSessions, shape: tuple[int, ...], count: int) -> l
 
 
 def cpu_tensor(shape: tuple[int, ...], dtype: type) -> ort.OrtValue:
-    """A CPU tensor in memory of its own, an anonymous mapping, which goes back to the system with the tensor.
-    ONNX Runtime's arena would keep every size a cache once had: a cache that grows a few slots at a time fits in
-    none of its old regions. The tensor holds the array over that memory (`owner`)."""
-    count = int(np.prod(shape))
-    array = np.frombuffer(mmap.mmap(-1, max(1, count * np.dtype(dtype).itemsize)), dtype, count).reshape(shape)
-    tensor = ort.OrtValue.ortvalue_from_numpy(array)
-    tensor.owner = array
-    return tensor
+    """A CPU tensor outside ONNX Runtime's arena (the process's malloc), whose memory goes with it. The arena would
+    keep every size a cache once had: a cache that grows a few slots at a time fits in none of its old regions."""
+    return ort.OrtValue.ortvalue_from_shape_and_type(shape, dtype, "cpu")
 
 
 def held_bytes(values: list[ort.OrtValue]) -> int:
     """The memory tensors hold: of a view (row_range), its owner's whole memory, counted once."""
     owners = {id(owner): owner for owner in (getattr(value, "owner", value) for value in values)}
-    return sum(owner.nbytes if isinstance(owner, np.ndarray) else
-               int(np.prod(owner.shape())) * np.dtype(NUMPY_TYPES[owner.data_type()]).itemsize
+    return sum(int(np.prod(owner.shape())) * np.dtype(NUMPY_TYPES[owner.data_type()]).itemsize
                for owner in owners.values())
 
 
@@ -532,11 +525,11 @@ def first_rows(value: ort.OrtValue, rows: int) -> ort.OrtValue:
 
 
 def row_range(value: ort.OrtValue, start: int, end: int) -> ort.OrtValue:
-    """A CPU tensor's rows start to end, over its memory. The view holds what owns the memory (`owner`: a tensor, or
-    cpu_tensor's array): a view's NumPy array keeps only the tensor it was read from alive, and a view owns no
+    """A CPU tensor's rows start to end, over its memory. The view is made of the tensor that owns the memory, and
+    holds it (`owner`): a view's NumPy array keeps only the tensor it was read from alive, and a view owns no
     memory."""
     owner = getattr(value, "owner", value)
-    view = ort.OrtValue.ortvalue_from_numpy((owner if isinstance(owner, np.ndarray) else owner.numpy())[start:end])
+    view = ort.OrtValue.ortvalue_from_numpy(owner.numpy()[start:end])
     view.owner = owner
     return view
 
