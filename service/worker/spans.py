@@ -5,8 +5,8 @@ URLs, email addresses, @mentions, #hashtags, file paths, `inline code`, emoji, c
 replaced by placeholders that the model copies into the place where its translation puts them; afterwards each
 placeholder becomes its span again (a number written in the target language's style: numbers.localize). Whatever
 the model does, a span is never lost or changed: a placeholder the model dropped (or rewrote) is put back at the
-place in the translation that matches its place in the source (the same share of the text, at a word boundary), and
-counted (translator_placeholders_total{how}).
+place in the translation that matches its place in the source (the same share of its sentence, put_back, or of the
+text, restore; at a word boundary), and counted (translator_placeholders_total{how}).
 
 Every digit of the text belongs to a span, so the model reads no digit but the placeholders', and no user text can
 be taken for a placeholder: a digit of the translation that is not a placeholder the model copied is one it made
@@ -22,7 +22,7 @@ terms (service.worker.deepl.glossary) are held the same way, each given back as 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Protocol
@@ -151,6 +151,19 @@ def protect(text: str, terms: Terms | None = None, spans: bool = True) -> Protec
         end = stop
     pieces.append(text[end:])
     return Protected("".join(pieces), held, places, numbers, spans, written)
+
+
+def put_back(sentence: str, translation: str, placeholders: Collection[str]) -> tuple[str, int]:
+    """The translation of one sentence with each of its `placeholders` that the model lost (placeholder_pattern
+    finds no copy) inserted as restore() would, at the place matching its place in the sentence; and how many. Done
+    for each sentence as its translation comes (service.worker.pipeline): a span goes back into its own sentence,
+    and lands alike in the translation of a sentence with inline markup and without it (service.worker.projection
+    projects the markup onto the latter)."""
+    lost = sorted((at, placeholder) for placeholder in placeholders if (at := sentence.find(placeholder)) >= 0
+                  and not regex.search(placeholder_pattern(placeholder), translation))
+    for at, placeholder in lost:
+        translation = insert_at_word_boundary(translation, placeholder, at / max(len(sentence), 1))
+    return translation, len(lost)
 
 
 def insert_at_word_boundary(text: str, span: str, share: float) -> str:
