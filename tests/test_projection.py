@@ -73,6 +73,7 @@ def test_same_word_is_the_word_in_another_form(a: str, b: str, same: bool):
     ("Der Hund sieht 7335 den Hund.", "Der Hund sieht den Hund.", "Hund", "Der Hund sieht den 7335 Hund 7352."),
     # nothing matches: the placeholder the marked translation placed stays, the other is put back later
     ("Er 7335 geht.", "Er geht heim.", "Ist ist sinnig.", "Er 7335 geht heim."),
+    ("Er geht. 7335", "Er geht.", "Ist", "Er geht. 7335"),  # at the very end
 ])
 def test_a_pair_the_marked_translation_did_not_place_goes_around_its_words_translated_alone(
         marked: str, plain: str, alone: str, expected: str):

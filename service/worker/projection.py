@@ -26,12 +26,11 @@ from difflib import SequenceMatcher
 
 import regex
 
+from service.worker.markup import OPENING, TIGHT
 from service.worker.spans import FIRST_PLACEHOLDER, HELD, PLACEHOLDER_STEP, Protected, placeholder_pattern, protect
 
 TOKEN = regex.compile(r"\w+|[^\w\s]")
 WORDS = regex.compile(r"[^\W\d_]+")
-TIGHT = set(".,;:!?)]}…")  # punctuation that no space comes before
-OPENING = set("([{«„‚“‘¿¡")  # and that none comes after
 CLOSING = regex.compile(r"(?<=\d) (?=[.,;:!?)\]}»…])")
 
 
@@ -117,11 +116,15 @@ def window(plain: list[str], words: list[str], size: int, near: float) -> tuple[
     return found
 
 
+def touches(tokens: list[regex.Match], j: int) -> bool:
+    """Whether tokens[j] follows the token before it with no space between them."""
+    return 0 < j < len(tokens) and tokens[j].start() == tokens[j - 1].end()
+
+
 def glued(tokens: list[regex.Match], j: int) -> bool:
     """Whether the place before tokens[j] is inside a run of tokens with no space between them (beside punctuation
     that takes no space there aside)."""
-    return (0 < j < len(tokens) and tokens[j].start() == tokens[j - 1].end() and tokens[j].group() not in TIGHT
-            and tokens[j - 1].group() not in OPENING)
+    return touches(tokens, j) and tokens[j].group() not in TIGHT and tokens[j - 1].group() not in OPENING
 
 
 def project(marked: str, plain: str, placeholders: Collection[str], numbering: dict[str, str],
@@ -161,9 +164,9 @@ def project(marked: str, plain: str, placeholders: Collection[str], numbering: d
                          len(pair.words.split()), near):
             places[pair.open], places[pair.close] = words[run[0]], words[run[1] - 1] + 1
     for pair, _ in pairs:  # an element begins after punctuation that ends the words before it ("030, <a>wenn")
-        while (start := places.get(pair.open)) is not None and start + 1 < places.get(pair.close, start + 2) \
-                and plain_tokens[start].group() in TIGHT and plain_tokens[start].start() > 0 \
-                and not plain[plain_tokens[start].start() - 1].isspace():
+        last = min(places.get(pair.close, len(plain_tokens)), len(plain_tokens)) - 1
+        while (start := places.get(pair.open)) is not None and 0 < start < last \
+                and plain_tokens[start].group() in TIGHT and touches(plain_tokens, start):
             places[pair.open] = start + 1
     if not places:
         return plain
