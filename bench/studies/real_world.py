@@ -29,7 +29,9 @@ import asyncio
 import io
 import random
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -320,7 +322,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--out-dir", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     results: dict = {}
-    with running_service(REPO / "models", args.out_dir / "real-world-service.log") as service:
+    scratch = Path(tempfile.mkdtemp(prefix="real-world-"))  # the services' logs and data folders
+    with running_service(REPO / "models", scratch / "service.log") as service:
         client = Client(service.url)
         for name, measure in (("numbers", numbers), ("collisions", collisions), ("long", long),
                               ("capitals", capitals), ("unserved", unserved), ("markup", markup), ("bleu", bleu)):
@@ -328,11 +331,10 @@ def main(argv: list[str] | None = None) -> dict:
             results[name] = measure(client)
             print(name, round(time.perf_counter() - started, 1), "s", results[name], flush=True)
     if args.baseline:
-        with running_service(REPO / "models", args.out_dir / "real-world-baseline.log",
-                             checkout=args.baseline) as service:
+        (scratch / "baseline").mkdir()  # a data folder of its own
+        with running_service(REPO / "models", scratch / "baseline" / "service.log", checkout=args.baseline) as service:
             results["bleu_baseline"] = bleu(Client(service.url))
-    (args.out_dir / "real-world-service.log").unlink(missing_ok=True)
-    (args.out_dir / "real-world-baseline.log").unlink(missing_ok=True)
+    shutil.rmtree(scratch)
     command = command_line("bench.studies.real_world", argv)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     when = datetime.now(UTC).isoformat(timespec="seconds")
