@@ -87,6 +87,12 @@ def test_a_pair_the_marked_translation_placed_around_words_stays_where_it_put_it
     pair = Wrapped("7335", "7352", "dog", 0.2)
     assert project("Der 7335 große 7352 Hund.", "Der große Hund.", ["7335", "7352"], {}, [(pair, "Hund")]) \
         == "Der 7335 große 7352 Hund."
+    # around more words than the source's: those of them that match, where some do
+    pair = Wrapped("7335", "7352", "blue", 0.5)
+    assert project("Das 7335 blaue Rad 7352 fährt.", "Das blaue Rad fährt.", ["7335", "7352"], {},
+                   [(pair, "Blau")]) == "Das 7335 blaue 7352 Rad fährt."
+    assert project("Das 7335 blaue Rad 7352 fährt.", "Das blaue Rad fährt.", ["7335", "7352"], {},
+                   [(pair, "Grün")]) == "Das 7335 blaue Rad 7352 fährt."
 
 
 @pytest.mark.parametrize(("marked", "plain", "expected"), [

@@ -10,12 +10,14 @@ that the word before it aligns with (or before the one that the word after it al
 words of the sentence without markup.
 
 The marked translation does not always place a pair: the model drops a placeholder, runs the two together
-("Ball im Garten 73352"), or leaves the pair around no word. So the words each pair of placeholders wraps (the
-first and second of the sentence, the third and fourth, ...: an element's open and close, where elements neither
-nest nor touch) are translated a third time, alone (wrapped()), and where the marked translation did not wrap
-words with the pair, it goes around the words of the bare translation that match that translation (window()):
-"ball" -> "Ball" puts "<strong>" around "Ball" wherever the bare translation has it. A placeholder placed neither
-way stays lost, and is put back by place afterwards (service.worker.spans).
+("Ball im Garten 73352"), leaves the pair around no word, or around more words than it wrapped ("7352 das blaue
+7369" for "blue"). So the words each pair of placeholders wraps (the first and second of the sentence, the third
+and fourth, ...: an element's open and close, where elements neither nest nor touch) are translated a third time,
+alone (wrapped()), and where the marked translation did not wrap words with the pair, it goes around the words of
+the bare translation that match that translation (window()): "ball" -> "Ball" puts "<strong>" around "Ball"
+wherever the bare translation has it; where it wrapped more words than the source, around those of them that
+match, if some do. A placeholder placed neither way stays lost, and is put back by place afterwards
+(service.worker.spans).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from difflib import SequenceMatcher
 import regex
 
 from service.worker.markup import OPENING, TIGHT
-from service.worker.spans import FIRST_PLACEHOLDER, HELD, PLACEHOLDER_STEP, Protected, placeholder_pattern, protect
+from service.worker.spans import HELD, Protected, is_placeholder_number, placeholder_pattern, protect
 
 TOKEN = regex.compile(r"\w+|[^\w\s]")
 WORDS = regex.compile(r"[^\W\d_]+")
@@ -38,8 +40,7 @@ def markup_placeholders(protected: Protected) -> set[str]:
     """The placeholders of `protected` that stand for inline markup's own placeholders (markup.mark takes its numbers
     from spans.placeholder_numbers; a number of the text that happens to be one is projected as a tag is, by
     place, and comes back all the same)."""
-    return {placeholder for placeholder, span in protected.spans.items() if span.isdigit()
-            and int(span) >= FIRST_PLACEHOLDER and (int(span) - FIRST_PLACEHOLDER) % PLACEHOLDER_STEP == 0}
+    return {placeholder for placeholder, span in protected.spans.items() if is_placeholder_number(span)}
 
 
 def plain_numbering(protected: Protected, tags: Collection[str]) -> dict[str, str]:
@@ -156,13 +157,15 @@ def project(marked: str, plain: str, placeholders: Collection[str], numbering: d
             places[placeholder] = next(j1 + min(i - i1, j2 - j1) for _, i1, i2, j1, j2 in opcodes if i1 <= i <= i2)
     words = [j for j, m in enumerate(plain_tokens) if WORDS.fullmatch(m.group())]
     for pair, translation in pairs:
-        start, end = places.get(pair.open), places.get(pair.close)
-        if start is not None and end is not None and any(start <= j < end for j in words):
+        start, end, size = places.get(pair.open), places.get(pair.close), len(pair.words.split())
+        inside = [j for j in words if start <= j < end] if start is not None and end is not None else []
+        if inside and len(inside) <= size:  # around words, no more than it wraps in the source
             continue
-        near = pair.share if start is None else sum(j < start for j in words) / max(len(words), 1)
-        if run := window([plain_tokens[j].group().lower() for j in words], WORDS.findall(translation.lower()),
-                         len(pair.words.split()), near):
-            places[pair.open], places[pair.close] = words[run[0]], words[run[1] - 1] + 1
+        among = inside or words  # around more: narrowed to those of them that match, if some do
+        near = pair.share if start is None else sum(j < start for j in among) / max(len(among), 1)
+        if run := window([plain_tokens[j].group().lower() for j in among], WORDS.findall(translation.lower()),
+                         size, near):
+            places[pair.open], places[pair.close] = among[run[0]], among[run[1] - 1] + 1
     for pair, _ in pairs:  # an element begins after punctuation that ends the words before it ("030, <a>wenn")
         last = min(places.get(pair.close, len(plain_tokens)), len(plain_tokens)) - 1
         while (start := places.get(pair.open)) is not None and 0 < start < last \
