@@ -88,3 +88,11 @@ def test_a_placeholder_a_sentence_lost_is_put_back_into_that_sentence_and_counte
     assert put_back(sentence, "Sie lief 7.301 Kilometer in 7318 Minuten.", ["7301", "7318"]) == (
         "Sie lief 7.301 Kilometer in 7318 Minuten.", 0)  # found as the model may write it
     assert put_back(sentence, "Sie lief.", ["7335"]) == ("Sie lief.", 0)  # not a placeholder of this sentence
+
+
+def test_no_span_reaches_over_a_placeholder_number_of_inline_markup():
+    """A phone number written with spaces would take in the markup placeholder after it, and the tag would go where
+    the number goes."""
+    protected = protect("Call +49 30 1234567 7301 now 7318 or (555) 123-4567 7335 today.")
+    assert list(protected.spans.values()) == ["+49 30 1234567", "7301", "7318", "(555) 123-4567", "7335"]
+    assert list(protect("Call +49 30 1234567 07301.").spans.values()) == ["+49 30 1234567 07301"]  # no placeholder

@@ -57,6 +57,7 @@ SEPARATOR = "[.,\u00a0\u202f ]"  # a thousands separator the model may write int
 THOUSANDS = regex.compile(rf"(?<=\d){SEPARATOR}(?=\d{{3}})")
 # private-use characters: a found placeholder is held as HELD, a character of its own, HELD while strays are taken out
 HELD, HELD_FIRST = "\ue000", 0xF0000
+STANDING = regex.compile(r"(?<![\w.,])\d{4,}(?!\w|[.,]\d)")  # a number standing alone
 
 
 @dataclass
@@ -134,7 +135,7 @@ class Terms(Protocol):
 def protect(text: str, terms: Terms | None = None, spans: bool = True) -> Protected:
     """Replace every protected span of `text` (with `spans`: TRANSLATOR_PROTECT_SPANS) and every one of `terms` by a
     placeholder number that `text` does not hold; a term's placeholder is given back as its replacement."""
-    found = [(m.start(), m.end(), m.group(), m.lastgroup) for m in SPANS.finditer(text)] if spans else []
+    found = spans_of(text) if spans else []
     found_terms = [(*term, "term") for term in terms.find(text, [(start, end) for start, end, *_ in found])
                    ] if terms else []
     held, places, numbers, written, pieces, end = {}, {}, set(), {}, [], 0
@@ -164,6 +165,27 @@ def put_back(sentence: str, translation: str, placeholders: Collection[str]) -> 
     for at, placeholder in lost:
         translation = insert_at_word_boundary(translation, placeholder, at / max(len(sentence), 1))
     return translation, len(lost)
+
+
+def spans_of(text: str) -> list[tuple[int, int, str, str]]:
+    """(start, end, span, kind) of each span of `text`. A placeholder number standing alone (inline markup's:
+    service.worker.markup) is a span of its own that no other reaches over: a phone number written with spaces
+    would take the tag after it in ("+49 30 1234567 7301"), and the tag would go where the number goes."""
+    cuts = [m for m in STANDING.finditer(text) if is_placeholder_number(m.group())]
+    found, at = [], 0
+    for cut in [*cuts, None]:
+        until = cut.start() if cut else len(text)
+        found += [(m.start(), m.end(), m.group(), m.lastgroup) for m in SPANS.finditer(text, at, until)]
+        if cut:
+            found.append((cut.start(), cut.end(), cut.group(), "digits"))
+            at = cut.end()
+    return found
+
+
+def is_placeholder_number(text: str) -> bool:
+    """Whether a text is a number placeholder_numbers() gives."""
+    return (text.isdigit() and not text.startswith("0") and int(text) >= FIRST_PLACEHOLDER
+            and (int(text) - FIRST_PLACEHOLDER) % PLACEHOLDER_STEP == 0)
 
 
 def insert_at_word_boundary(text: str, span: str, share: float) -> str:
