@@ -168,17 +168,20 @@ def put_back(sentence: str, translation: str, placeholders: Collection[str]) -> 
 
 
 def spans_of(text: str) -> list[tuple[int, int, str, str]]:
-    """(start, end, span, kind) of each span of `text`. A placeholder number standing alone (inline markup's:
-    service.worker.markup) is a span of its own that no other reaches over: a phone number written with spaces
-    would take the tag after it in ("+49 30 1234567 7301"), and the tag would go where the number goes."""
-    cuts = [m for m in STANDING.finditer(text) if is_placeholder_number(m.group())]
+    """(start, end, span, kind) of each span of `text`. No span reaches over a placeholder number standing alone
+    (inline markup's: service.worker.markup) that it did not begin with: a phone number written with spaces would
+    take the tag after it in ("+49 30 1234567 7301"), and the tag would go where the number goes. Such a span ends
+    before the placeholder, and the search goes on from it."""
     found, at = [], 0
-    for cut in [*cuts, None]:
-        until = cut.start() if cut else len(text)
-        found += [(m.start(), m.end(), m.group(), m.lastgroup) for m in SPANS.finditer(text, at, until)]
-        if cut:
-            found.append((cut.start(), cut.end(), cut.group(), "digits"))
-            at = cut.end()
+    while match := SPANS.search(text, at):
+        inside = (m for m in STANDING.finditer(text, match.start() + 1, match.end()) if is_placeholder_number(m[0]))
+        if cut := next(inside, None):
+            before = SPANS.finditer(text, match.start(), cut.start())
+            found += [(m.start(), m.end(), m.group(), m.lastgroup) for m in before]
+            at = cut.start()
+        else:
+            found.append((match.start(), match.end(), match.group(), match.lastgroup))
+            at = match.end()
     return found
 
 
