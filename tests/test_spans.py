@@ -97,3 +97,4 @@ def test_no_span_reaches_over_a_placeholder_number_of_inline_markup():
     assert list(protected.spans.values()) == ["+49 30 1234567", "7301", "7318", "(555) 123-4567", "7335"]
     assert list(protect("Call +49 30 1234567 07301.").spans.values()) == ["+49 30 1234567 07301"]  # no placeholder
     assert list(protect("Etwa 7301 40 7318 % mehr.").spans.values()) == ["7301", "40", "7318 %"]  # begins with it
+    assert list(protect("Certified ISO-9001 today.").spans.values()) == ["ISO-9001"]  # 9001 is in the series

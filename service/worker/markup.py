@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import regex
 
-from service.worker.spans import SEPARATOR, THOUSANDS, made_of_placeholders, placeholder_numbers
+from service.worker.spans import CLOSING, OPENING, SEPARATOR, THOUSANDS, made_of_placeholders, placeholder_numbers
 
 
 @dataclass(eq=False)
@@ -65,8 +65,7 @@ WORD = regex.compile(r"\w+")
 # 2, then 3; with a thousands separator only as one is written ("7 301", never "7318 365": two numbers)
 NUMBER = regex.compile(rf"(?<![\d.,])(?:(\d{{1,3}}){SEPARATOR}|(\d+))(\d{{3}})(?!\d|[.,]\d)")
 # no space is put between a placeholder and an opening bracket or quote before it, or punctuation after it
-OPENING = set("([{«‹„‚“‘\"'¿¡")
-CLOSING = set(".,;:!?)]}»›“”‘’\"'…")
+# (spans.OPENING, spans.CLOSING)
 TIGHT = set(".,;:!?)]}…")  # punctuation that no space comes before
 HYPHENED_BEFORE, HYPHENED_AFTER = regex.compile(r"(?<=\p{L})-$"), regex.compile(r"-(?=\p{L})")
 

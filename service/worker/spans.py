@@ -57,7 +57,12 @@ SEPARATOR = "[.,\u00a0\u202f ]"  # a thousands separator the model may write int
 THOUSANDS = regex.compile(rf"(?<=\d){SEPARATOR}(?=\d{{3}})")
 # private-use characters: a found placeholder is held as HELD, a character of its own, HELD while strays are taken out
 HELD, HELD_FIRST = "\ue000", 0xF0000
-STANDING = regex.compile(r"(?<![\w.,])\d{4,}(?!\w|[.,]\d)")  # a number standing alone
+# no space is put between a placeholder and an opening bracket or quote before it, or punctuation after it
+OPENING = set("([{«‹„‚“‘\"'¿¡")
+CLOSING = set(".,;:!?)]}»›“”‘’\"'…")
+# a number standing as service.worker.markup writes its placeholders: between spaces, or beside such marks
+STANDING = regex.compile(rf"(?<![^\s{regex.escape(''.join(OPENING))}])\d{{4,}}"
+                         rf"(?![^\s{regex.escape(''.join(CLOSING))}]|[.,]\d)")
 
 
 @dataclass
