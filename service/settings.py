@@ -302,6 +302,11 @@ class Settings(BaseSettings):
         256 << 20, ge=1, description="bytes of translated files kept per owner (a key, or an address when keys "
         "are off); beyond it the owner's oldest go, never another's"
     )
+    document_lease_s: float = Field(
+        30.0, gt=0, description="how long a DeepL document job stays with the HTTP worker translating it without "
+        "word from it; a job whose worker died is taken up by another worker (of any replica sharing the store) "
+        "once its lease runs out, a job of a service that stopped at once when it starts again"
+    )
     log_level: str = Field("info", description="log level of the service's processes and of uvicorn")
 
     @property
