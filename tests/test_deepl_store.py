@@ -123,11 +123,13 @@ def test_characters_are_billed_once(stores: list[Store], tmp_path: Path):
 
 
 def test_a_job_whose_lease_ran_out_is_claimed_by_exactly_one_worker(stores: list[Store], tmp_path: Path):
-    dead = DocumentJobs(tmp_path, stores[0], lease_s=0.5)
-    job, _ = dead.create("", None, "a.txt", "en", "de", b"A dog.")
     workers = [DocumentJobs(tmp_path, stores[i % 2], lease_s=60) for i in range(6)]
+    for store in stores:
+        store.ready()
+    dead = DocumentJobs(tmp_path, stores[0], lease_s=2)
+    job, _ = dead.create("", None, "a.txt", "en", "de", b"A dog.")
     assert all(worker.claim() == [] for worker in workers)  # the lease holds
-    time.sleep(0.6)
+    time.sleep(2.1)
     with ThreadPoolExecutor(6) as pool:
         claimed = list(pool.map(DocumentJobs.claim, workers))
     winners = [worker for worker, jobs in zip(workers, claimed) if jobs]

@@ -117,6 +117,7 @@ class DocumentJob(Base):
     name: Mapped[str] = mapped_column(String(1024))
     source_lang: Mapped[str] = mapped_column(String(16))  # served codes ("auto": detected)
     target_lang: Mapped[str] = mapped_column(String(16))
+    glossary_id: Mapped[str | None] = mapped_column(String(36))  # read when the job is translated
     status: Mapped[str] = mapped_column(String(16), index=True)  # queued, translating, done, error
     seconds_remaining: Mapped[int | None] = mapped_column(Integer)
     billed_characters: Mapped[int | None] = mapped_column(BigInteger)  # set once counted in the key's usage

@@ -102,10 +102,10 @@ def create_app(
     store = Store.of(settings)
     files_kept = TranslatedFiles(settings.data_dir / "files", store, settings.file_retention_s,
                                  settings.file_budget_bytes)
-    access = Access(settings, store, metrics)
+    access, glossaries = Access(settings, store, metrics), Glossaries(store)
     documents = DocumentRunner(DocumentJobs(settings.data_dir / "documents", store, settings.document_lease_s),
-                               access, settings.document_lease_s)
-    state = State(settings, metrics, engine, store, access, files_kept, Glossaries(store), documents)
+                               glossaries, access, settings.document_lease_s)
+    state = State(settings, metrics, engine, store, access, files_kept, glossaries, documents)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

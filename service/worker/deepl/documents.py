@@ -52,6 +52,7 @@ class Job:
     name: str  # the uploaded file's name
     source_lang: str  # served codes ("auto": detected)
     target_lang: str
+    glossary_id: str | None
     status: str  # queued, translating, done, error
     seconds_remaining: int | None
     billed_characters: int | None
@@ -59,8 +60,8 @@ class Job:
 
     @classmethod
     def of(cls, row: DocumentJob) -> Job:
-        return cls(row.id, row.owner, row.key_id, row.name, row.source_lang, row.target_lang, row.status,
-                   row.seconds_remaining, row.billed_characters, row.error_message)
+        return cls(row.id, row.owner, row.key_id, row.name, row.source_lang, row.target_lang, row.glossary_id,
+                   row.status, row.seconds_remaining, row.billed_characters, row.error_message)
 
 
 class DocumentJobs:
@@ -76,13 +77,14 @@ class DocumentJobs:
     def place(self, document_id: str) -> Path:
         return self.folder / document_id
 
-    def create(self, owner: str, key_id: int | None, name: str, source: str, target: str, data: bytes
-               ) -> tuple[Job, str]:
-        """A job of the upload `data`, held by this worker; and its document_key (never stored). Nothing is left
-        when it fails."""
+    def create(self, owner: str, key_id: int | None, name: str, source: str, target: str, data: bytes,
+               glossary_id: str | None = None) -> tuple[Job, str]:
+        """A job of the upload `data` (from `source` into `target`, with the terms of the glossary if one is
+        named), held by this worker; and its document_key (never stored). Nothing is left when it fails."""
         document_id, document_key, now = uuid.uuid4().hex.upper(), secrets.token_hex(32).upper(), datetime.now(UTC)
         row = DocumentJob(id=document_id, key_digest=digest(document_key), owner=owner, key_id=key_id, name=name,
-                          source_lang=source, target_lang=target, status="queued", created=now, holder=self.holder,
+                          source_lang=source, target_lang=target, glossary_id=glossary_id, status="queued",
+                          created=now, holder=self.holder,
                           lease_expires=now + self.lease)
         try:
             self.place(document_id).mkdir(parents=True)

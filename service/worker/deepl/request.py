@@ -51,10 +51,7 @@ def read_translate(params: dict[str, Any]) -> TranslateFields:
     split = text_field(params, "split_sentences") or ("nonewlines" if tag_handling else "1")
     if split not in SPLITS:
         raise DeepLError("Value for 'split_sentences' not supported.")
-    if (formality := text_field(params, "formality") or "default") not in FORMALITIES:
-        raise DeepLError("Value for 'formality' not supported.")
-    if formality in ("more", "less"):
-        raise DeepLError("'formality' is not supported for given 'target_lang'.")
+    check_formality(params)
     model_type = text_field(params, "model_type")
     if model_type and model_type not in MODEL_TYPES:
         raise DeepLError("Value for 'model_type' not supported." if model_type != "quality_optimized" else
@@ -71,6 +68,15 @@ def read_translate(params: dict[str, Any]) -> TranslateFields:
         model_type_used=MODEL_TYPES.get(model_type) if model_type else None,
         show_billed_characters=flag(params, "show_billed_characters"),
     )
+
+
+def check_formality(params: dict[str, Any]) -> None:
+    """DeepL's answers for a formality, for target languages without the feature (every model here): default and
+    prefer_ are taken, more and less refused."""
+    if (formality := text_field(params, "formality") or "default") not in FORMALITIES:
+        raise DeepLError("Value for 'formality' not supported.")
+    if formality in ("more", "less"):
+        raise DeepLError("'formality' is not supported for given 'target_lang'.")
 
 
 def text_field(params: dict[str, Any], name: str) -> str:

@@ -1,8 +1,9 @@
 """The document jobs an HTTP worker translates in the background (service.worker.deepl.documents keeps them): the
 ones uploaded to it, and those it claims when their worker stopped or died (keep()). A job is translated as
 /translate_file translates a file (service.worker.documents.translate), as the engine's bulk work
-(Pipeline.translate_document), from its upload; its status ends done or error. A job interrupted by this worker's
-stop is let go, not failed: another worker, or this service once restarted, translates it anew.
+(Pipeline.translate_document), from its upload, with the terms of its glossary if it names one; its status ends
+done or error. A job interrupted by this worker's stop is let go, not failed: another worker, or this service once
+restarted, translates it anew.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from service.protocol import EngineError, EngineGone, ShuttingDown
 from service.store import StoreUnavailable
 from service.worker.access import Access
 from service.worker.deepl.documents import DocumentJobs, Job
+from service.worker.deepl.glossaries import Glossaries, matcher
 from service.worker.documents import Limits
 from service.worker.documents.translate import translate_file
 from service.worker.errors import ENGINE_ANSWERS, RequestError
-from service.worker.pipeline import Pipeline
+from service.worker.pipeline import Options, Pipeline
 
 log = logging.getLogger(__name__)
 INTERRUPTED = (ShuttingDown, EngineGone)  # the engine stops: the job is let go, to be translated anew
@@ -29,8 +31,9 @@ RENEWALS_PER_LEASE = 6  # how often keep() renews the leases (and looks for jobs
 class DocumentRunner:
     """This worker's running jobs (see the module's docstring)."""
 
-    def __init__(self, jobs: DocumentJobs, access: Access, lease_s: float):
+    def __init__(self, jobs: DocumentJobs, glossaries: Glossaries, access: Access, lease_s: float):
         self.jobs = jobs
+        self.glossaries = glossaries
         self.access = access
         self.every_s = lease_s / RENEWALS_PER_LEASE
         self.running: dict[str, asyncio.Task] = {}  # by document_id (a reference keeps each task alive)
@@ -104,9 +107,13 @@ class DocumentRunner:
             if await asyncio.to_thread(self.jobs.bill, job, billed):
                 await self.access.count_characters(await asyncio.to_thread(self.jobs.client, job), billed)
                 p.metrics.billed_characters.inc(billed)
-            return await p.translate_document(texts, job.source_lang, job.target_lang, progress)
+            return await p.translate_document(texts, job.source_lang, job.target_lang, progress, options)
 
         try:
+            options = Options()
+            if job.glossary_id:  # as it is now: it may have changed, or gone, since the upload
+                options = Options(terms=await asyncio.to_thread(matcher, self.glossaries, job.owner, job.glossary_id,
+                                                                job.source_lang, job.target_lang))
             suffix = PurePath(job.name).suffix.lower()
             limits = Limits(chars=p.settings.max_file_chars, nodes=p.settings.max_file_nodes)
             source = await asyncio.to_thread(self.jobs.source, job)

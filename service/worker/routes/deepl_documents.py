@@ -6,11 +6,13 @@ worker and replica shares: a status or download may reach another worker than th
 from __future__ import annotations
 
 import asyncio
+from pathlib import PurePath
 
 from fastapi import APIRouter, Request, Response
 
 from service.worker.deepl.documents import DocumentJobs
-from service.worker.deepl.request import DeepLError, text_field
+from service.worker.deepl.glossaries import matcher
+from service.worker.deepl.request import DeepLError, check_formality, text_field
 from service.worker.dependencies import DeepLParams, ServingPipeline, client, glossary_owner, state
 from service.worker.files import content_disposition, media_type, uploaded_name
 from service.worker.params import upload
@@ -25,7 +27,8 @@ def jobs(request: Request) -> DocumentJobs:
 
 @router.post("/v2/document")
 async def upload_document(request: Request, params: DeepLParams, p: ServingPipeline) -> dict:
-    """A document (multipart: file, target_lang, source_lang, filename) taken for translation in the background."""
+    """A document (multipart: file, target_lang, source_lang, filename, glossary_id, formality, output_format)
+    taken for translation in the background."""
     file = upload(params, "file")
     try:
         name = uploaded_name(text_field(params, "filename") or file.filename)
@@ -36,9 +39,17 @@ async def upload_document(request: Request, params: DeepLParams, p: ServingPipel
     target = served(p, target_lang, "target_lang")
     source_lang = text_field(params, "source_lang")
     source = served(p, source_lang, "source_lang") if source_lang else "auto"
+    check_formality(params)
+    if text_field(params, "output_format").lower() not in ("", PurePath(name).suffix[1:].lower()):
+        raise DeepLError("Value for 'output_format' not supported: a document is translated into its own format")
+    if glossary_id := text_field(params, "glossary_id") or None:
+        if source == "auto":
+            raise DeepLError("Use of a glossary requires the source_lang parameter to be specified.")
+        await asyncio.to_thread(matcher, state(request).glossaries, glossary_owner(request), glossary_id, source,
+                                target)  # 404 or 400 now rather than an error status later
     data = await file.read()
     job, document_key = await asyncio.to_thread(jobs(request).create, glossary_owner(request),
-                                                client(request).key_id, name, source, target, data)
+                                                client(request).key_id, name, source, target, data, glossary_id)
     state(request).documents.start(p, job)
     return {"document_id": job.document_id, "document_key": document_key}
 

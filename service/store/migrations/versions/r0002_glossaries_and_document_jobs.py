@@ -22,6 +22,7 @@ def upgrade() -> None:
     sa.Column('name', sa.String(length=1024), nullable=False),
     sa.Column('source_lang', sa.String(length=16), nullable=False),
     sa.Column('target_lang', sa.String(length=16), nullable=False),
+    sa.Column('glossary_id', sa.String(length=36), nullable=True),
     sa.Column('status', sa.String(length=16), nullable=False),
     sa.Column('seconds_remaining', sa.Integer(), nullable=True),
     sa.Column('billed_characters', sa.BigInteger(), nullable=True),
