@@ -36,6 +36,7 @@ from bench.common.cli import command_line
 from bench.common.defaults import REPO, RESULTS
 from bench.common.machine import environment
 from bench.common.report import markdown_table, write_results
+from bench.common.timing import while_running
 from bench.serving.document import word_document
 from service.launch import running_service
 
@@ -80,9 +81,8 @@ def probed(url: str, every: float, run: Callable[[], tuple[float, list[float], b
            ) -> tuple[tuple[float, list[float], bytes], list[float]]:
     """run()'s answer, and the waits of the probe's requests sent while it ran."""
     waits: list[float] = []
-    done = threading.Event()
 
-    def probe() -> None:
+    def probe(done: threading.Event) -> None:
         with httpx.Client(timeout=TIMEOUT) as client:
             while not done.is_set():
                 sent = time.perf_counter()
@@ -90,14 +90,7 @@ def probed(url: str, every: float, run: Callable[[], tuple[float, list[float], b
                 waits.append(time.perf_counter() - sent)
                 done.wait(max(0.0, every - (time.perf_counter() - sent)))
 
-    thread = threading.Thread(target=probe)
-    thread.start()
-    try:
-        answer = run()
-    finally:
-        done.set()
-        thread.join()
-    return answer, waits
+    return while_running(run, probe), waits
 
 
 def texts(document: bytes) -> list[str]:
