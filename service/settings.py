@@ -296,7 +296,8 @@ class Settings(BaseSettings):
         "connection's address is the client"
     )
     file_retention_s: float = Field(
-        3600.0, gt=0, description="how long `/download_file` serves a translated file"
+        3600.0, gt=0, description="how long `/download_file` serves a translated file, and how long a DeepL "
+        "document job and its result are kept after its upload"
     )
     file_budget_bytes: int = Field(
         256 << 20, ge=1, description="bytes of translated files kept per owner (a key, or an address when keys "

@@ -83,9 +83,12 @@ def test_changes_at_once_lose_none(stores: list[Store]):
     assert len(Glossaries(stores[0]).get("", made.glossary_id).dictionaries[0].entries) == 9
 
 
+RETENTION_S = 3600
+
+
 def jobs_of(stores: list[Store], folder: Path, lease_s: float = 60) -> list[DocumentJobs]:
     """One worker's DocumentJobs per store, sharing the data folder."""
-    return [DocumentJobs(folder, store, lease_s) for store in stores]
+    return [DocumentJobs(folder, store, lease_s, RETENTION_S) for store in stores]
 
 
 def test_a_job_is_seen_by_every_worker_and_its_result_given_once(stores: list[Store], tmp_path: Path):
@@ -123,10 +126,10 @@ def test_characters_are_billed_once(stores: list[Store], tmp_path: Path):
 
 
 def test_a_job_whose_lease_ran_out_is_claimed_by_exactly_one_worker(stores: list[Store], tmp_path: Path):
-    workers = [DocumentJobs(tmp_path, stores[i % 2], lease_s=60) for i in range(6)]
+    workers = [DocumentJobs(tmp_path, stores[i % 2], 60, RETENTION_S) for i in range(6)]
     for store in stores:
         store.ready()
-    dead = DocumentJobs(tmp_path, stores[0], lease_s=2)
+    dead = DocumentJobs(tmp_path, stores[0], 2, RETENTION_S)
     job, _ = dead.create("", None, "a.txt", "en", "de", b"A dog.")
     assert all(worker.claim() == [] for worker in workers)  # the lease holds
     time.sleep(2.1)
@@ -154,7 +157,23 @@ def test_a_job_let_go_is_claimed_at_once_and_a_finished_one_never(stores: list[S
 
 
 def test_nothing_is_left_of_a_job_the_store_refuses(tmp_path: Path):
-    jobs = DocumentJobs(tmp_path / "documents", Store("postgresql://nobody@127.0.0.1:1/none"), 60)
+    jobs = DocumentJobs(tmp_path / "documents", Store("postgresql://nobody@127.0.0.1:1/none"), 60, RETENTION_S)
     with pytest.raises(Exception, match="unavailable|refused|connect"):
         jobs.create("", None, "a.txt", "en", "de", b"A dog.")
     assert list((tmp_path / "documents").iterdir()) == []
+
+
+def test_ended_jobs_are_forgotten_after_the_retention_and_unfinished_ones_never(stores: list[Store], tmp_path: Path):
+    worker = DocumentJobs(tmp_path, stores[0], 60, retention_s=1)
+    done, key = worker.create("", None, "a.txt", "en", "de", b"A dog.")
+    running, running_key = worker.create("", None, "b.txt", "en", "de", b"A cat.")
+    assert worker.finish(done, b"Ein Hund.")
+    worker.sweep()
+    assert worker.get("", done.document_id, key).status == "done"  # within its retention
+    time.sleep(1.1)
+    worker.sweep()
+    with pytest.raises(DocumentError, match="not found"):
+        worker.get("", done.document_id, key)
+    assert not (tmp_path / done.document_id).exists()
+    assert worker.get("", running.document_id, running_key).status == "queued"
+    assert worker.source(running) == b"A cat."

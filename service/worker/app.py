@@ -103,8 +103,8 @@ def create_app(
     files_kept = TranslatedFiles(settings.data_dir / "files", store, settings.file_retention_s,
                                  settings.file_budget_bytes)
     access, glossaries = Access(settings, store, metrics), Glossaries(store)
-    documents = DocumentRunner(DocumentJobs(settings.data_dir / "documents", store, settings.document_lease_s),
-                               glossaries, access, settings.document_lease_s)
+    jobs = DocumentJobs(settings.data_dir / "documents", store, settings.document_lease_s, settings.file_retention_s)
+    documents = DocumentRunner(jobs, glossaries, access, settings.document_lease_s)
     state = State(settings, metrics, engine, store, access, files_kept, glossaries, documents)
 
     @asynccontextmanager

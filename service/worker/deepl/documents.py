@@ -1,7 +1,8 @@
 """DeepL's document jobs: each job's state in the store (table document_jobs), which every HTTP worker and replica
 shares, and its files in the data folder (TRANSLATOR_DATA_DIR/documents/ID/): `source`, the upload, kept until the
 job is done, and `result`, the translation, kept until it is downloaded once. Every file is written under a temporary
-name and renamed, so nothing half-written is read.
+name and renamed, so nothing half-written is read. A job that ended is forgotten, its files with it, once
+TRANSLATOR_FILE_RETENTION_S has passed since its upload.
 
 A job is translated by one worker at a time: the one that holds its lease (`holder`, until `lease_expires`). The
 worker that takes the upload holds it first and renews it while it translates (service.worker.deepl.runner); when
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from service.store import Store
@@ -31,8 +32,9 @@ from service.store.tables import ApiKey, DocumentJob
 from service.worker.access import Client
 from service.worker.errors import RequestError
 
-UNFINISHED = ("queued", "translating")
+UNFINISHED, ENDED = ("queued", "translating"), ("done", "error")
 CLAIMS_AT_ONCE = 8  # jobs one worker claims in one look
+SWEPT_AT_ONCE = 64  # ended jobs one worker forgets in one look
 
 
 class DocumentError(RequestError):
@@ -68,10 +70,11 @@ class DocumentJobs:
     """Document jobs in the store and their files in `folder`; this worker is `holder` of the jobs it translates,
     for `lease_s` seconds at a time (see the module's docstring)."""
 
-    def __init__(self, folder: Path, store: Store, lease_s: float, holder: str | None = None):
+    def __init__(self, folder: Path, store: Store, lease_s: float, retention_s: float, holder: str | None = None):
         self.folder = folder
         self.store = store
         self.lease = timedelta(seconds=lease_s)
+        self.retention = timedelta(seconds=retention_s)
         self.holder = holder or f"{os.getpid()}:{uuid.uuid4().hex}"
 
     def place(self, document_id: str) -> Path:
@@ -195,6 +198,18 @@ class DocumentJobs:
                 if taken.rowcount == 1:
                     claimed.append(Job.of(session.get(DocumentJob, document_id)))
         return claimed
+
+    def sweep(self) -> None:
+        """Forget a batch of the jobs that ended longer than the retention ago (by their creation), with their
+        files: a result not downloaded by then is gone, as a translated file of /translate_file is."""
+        cutoff = datetime.now(UTC) - self.retention
+        with self.store.transaction() as session:
+            ended = list(session.scalars(select(DocumentJob.id).where(DocumentJob.status.in_(ENDED),
+                                                                      DocumentJob.created < cutoff)
+                                         .limit(SWEPT_AT_ONCE)))
+            session.execute(delete(DocumentJob).where(DocumentJob.id.in_(ended)))
+        for document_id in ended:
+            shutil.rmtree(self.place(document_id), ignore_errors=True)
 
     def take_result(self, owner: str, document_id: str, document_key: str) -> tuple[Job, bytes]:
         """The result, given once; DocumentError when it is not done or was already given."""

@@ -56,8 +56,8 @@ class DocumentRunner:
 
     async def keep(self, p: Pipeline) -> None:
         """For as long as the worker serves: renew the leases of its jobs (a job whose lease another worker took
-        meanwhile is dropped here), and claim the jobs that no worker holds, first at once (those let go when the
-        service stopped)."""
+        meanwhile is dropped here), claim the jobs that no worker holds, first at once (those let go when the
+        service stopped), and forget those past their retention."""
         while True:
             try:
                 held = await asyncio.to_thread(self.jobs.renew, dict(self.remaining))
@@ -67,6 +67,7 @@ class DocumentRunner:
                 for job in await asyncio.to_thread(self.jobs.claim):
                     log.info("document %s: taken up", job.document_id)
                     self.start(p, job)
+                await asyncio.to_thread(self.jobs.sweep)
             except StoreUnavailable as error:
                 log.error("document jobs: the store is unavailable (%s)", error)
             await asyncio.sleep(self.every_s)
