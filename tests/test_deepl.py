@@ -206,6 +206,20 @@ def test_a_glossary_is_made_listed_read_used_and_deleted(client: deepl.DeepLClie
         client.translate_text("A dog.", source_lang="EN", target_lang="DE", glossary=glossary.glossary_id)
 
 
+def test_glossary_ids_naming_one_glossary_is_its_glossary_id_and_several_are_refused(client: deepl.DeepLClient):
+    glossary = client.create_glossary("ids", source_lang="EN", target_lang="DE", entries={"dog": "Köter"})
+    other = client.create_glossary("other", source_lang="EN", target_lang="DE", entries={"park": "Stadtpark"})
+    text = client.translate_text("A dog runs.", source_lang="EN", target_lang="DE", glossary_ids=[glossary]).text
+    assert "Köter" in text
+    with pytest.raises(deepl.DeepLException, match="glossary_ids"):
+        client.translate_text("A dog runs.", source_lang="EN", target_lang="DE", glossary_ids=[glossary, other])
+    with pytest.raises(deepl.DeepLException, match="glossary_ids"):
+        client.translate_document_upload(b"A dog.", source_lang="EN", target_lang="DE", filename="a.txt",
+                                         glossary_ids=[glossary, other])
+    for made in (glossary, other):
+        client.delete_glossary(made)
+
+
 def test_a_glossary_needs_a_source_language(client: deepl.DeepLClient, url: str):
     """(The client refuses it before it asks, so the request is sent as it is.)"""
     glossary = client.create_glossary("g", source_lang="EN", target_lang="DE", entries={"dog": "Köter"})

@@ -64,7 +64,7 @@ def read_translate(params: dict[str, Any]) -> TranslateFields:
         split=split,
         preserve_formatting=flag(params, "preserve_formatting"),
         tags=tags(params),
-        glossary_id=text_field(params, "glossary_id") or None,
+        glossary_id=glossary_field(params),
         model_type_used=MODEL_TYPES.get(model_type) if model_type else None,
         show_billed_characters=flag(params, "show_billed_characters"),
     )
@@ -77,6 +77,20 @@ def check_formality(params: dict[str, Any]) -> None:
         raise DeepLError("Value for 'formality' not supported.")
     if formality in ("more", "less"):
         raise DeepLError("'formality' is not supported for given 'target_lang'.")
+
+
+def glossary_field(params: dict[str, Any]) -> str | None:
+    """The glossary a request names: glossary_id, or glossary_ids (a JSON list, or comma-separated in a form) naming
+    the same one; DeepLError for several, which the pipeline does not combine."""
+    named = {text_field(params, "glossary_id")} - {""}
+    if (ids := params.get("glossary_ids")) is not None:
+        ids = ids if isinstance(ids, list) else [ids]
+        if not all(isinstance(one, str) for one in ids):
+            raise DeepLError("Value for 'glossary_ids' not supported.")
+        named |= {one.strip() for many in ids for one in many.split(",") if one.strip()}
+    if len(named) > 1:
+        raise DeepLError("Value for 'glossary_ids' not supported: one glossary a request is served here")
+    return next(iter(named), None)
 
 
 def text_field(params: dict[str, Any], name: str) -> str:

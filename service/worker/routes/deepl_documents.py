@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request, Response
 
 from service.worker.deepl.documents import DocumentJobs
 from service.worker.deepl.glossaries import matcher
-from service.worker.deepl.request import DeepLError, check_formality, text_field
+from service.worker.deepl.request import DeepLError, check_formality, glossary_field, text_field
 from service.worker.dependencies import DeepLParams, ServingPipeline, client, glossary_owner, state
 from service.worker.files import content_disposition, media_type, uploaded_name
 from service.worker.params import upload
@@ -42,7 +42,7 @@ async def upload_document(request: Request, params: DeepLParams, p: ServingPipel
     check_formality(params)
     if text_field(params, "output_format").lower() not in ("", PurePath(name).suffix[1:].lower()):
         raise DeepLError("Value for 'output_format' not supported: a document is translated into its own format")
-    if glossary_id := text_field(params, "glossary_id") or None:
+    if glossary_id := glossary_field(params):
         if source == "auto":
             raise DeepLError("Use of a glossary requires the source_lang parameter to be specified.")
         await asyncio.to_thread(matcher, state(request).glossaries, glossary_owner(request), glossary_id, source,
