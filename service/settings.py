@@ -275,9 +275,10 @@ class Settings(BaseSettings):
         "`TRANSLATOR_STORE_URL` names another) and the translated files; replicas share it as a volume"
     )
     store_url: str = Field(
-        "", description="SQLAlchemy URL of the store of keys, limits' counters, usage and files' owners; empty: "
-        "SQLite in `TRANSLATOR_DATA_DIR`; `postgresql+psycopg://user:password@host/db` for replicas, which "
-        "share it. Migrated at start (when keys or limits are on; else when first needed)"
+        "", description="SQLAlchemy URL of the store of keys, limits' counters, usage, files' owners, DeepL's "
+        "glossaries and document jobs; empty: SQLite in `TRANSLATOR_DATA_DIR`; "
+        "`postgresql+psycopg://user:password@host/db` for replicas, which share it. Migrated at start (when keys "
+        "or limits are on; else once the models are loaded, for DeepL's document jobs)"
     )
     anonymous_req_limit: int = Field(
         0, ge=0, description="requests a minute from one address without a key (0: no limit); over it 429 with "

@@ -58,6 +58,7 @@ class DocumentRunner:
         """For as long as the worker serves: renew the leases of its jobs (a job whose lease another worker took
         meanwhile is dropped here), claim the jobs that no worker holds, first at once (those let go when the
         service stopped), and forget those past their retention."""
+        store_down = False
         while True:
             try:
                 held = await asyncio.to_thread(self.jobs.renew, dict(self.remaining))
@@ -68,8 +69,11 @@ class DocumentRunner:
                     log.info("document %s: taken up", job.document_id)
                     self.start(p, job)
                 await asyncio.to_thread(self.jobs.sweep)
+                store_down = False
             except StoreUnavailable as error:
-                log.error("document jobs: the store is unavailable (%s)", error)
+                if not store_down:  # once an outage
+                    log.error("document jobs: the store is unavailable (%s)", error)
+                store_down = True
             await asyncio.sleep(self.every_s)
 
     async def stop(self) -> None:
