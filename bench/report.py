@@ -402,9 +402,12 @@ def glossary(results: list[dict]) -> list[Figure]:
 
 def deepl_document(results: list[dict]) -> list[Figure]:
     f = results[0]["figures"]
+    ratio, longest = float(f["ratio"]), float(f["longest_request_wait_s"])
     return [
-        Figure(f"a .docx of {f['bytes']:,} bytes through /v2/document, upload to result", f"{f['v2_document_s']:.1f} s",
-               f"{times(float(f['ratio']))} /translate_file's"),
+        Figure(f"a .docx of {f['bytes']:,} bytes: /v2/document's time, upload to result, over /translate_file's",
+               times(ratio), verdict("≤ 1.1×", ratio <= 1.1)),
+        Figure("the longest any request waited meanwhile (a probe's /translate, the job's status and result)",
+               f"{longest:.2f} s", verdict("≤ 1 s", longest <= 1)),
         Figure("the same translated text as /translate_file's", "yes" if f["same_text"] else "no",
                verdict("the same", f["same_text"])),
     ]
@@ -613,8 +616,14 @@ QUESTIONS = [
     ),
     Question(
         "A document through DeepL's API",
-        "A .docx through /v2/document (upload, status polls, result) against the same through /translate_file.",
-        "/translate_file's time", ("deepl-document.json",), deepl_document, CPU_SINCE,
+        "A .docx through /v2/document (upload, status polls, result) against the same through /translate_file, one "
+        "after the other on one service (shipped en-de, default settings), while a probe client sends a one-sentence "
+        "/translate every 0.25 s.",
+        "the goals: within 1.1× of /translate_file's time, no request waiting over 1 s", ("deepl-document.json",),
+        deepl_document, "One run of each, one after the other, on a 2-core machine that other work loaded heavily: "
+        "its load average (in the result file) fell from about 13 to 9 during /v2/document's run, so the ratio "
+        "owes much to the machine; the probe waited seconds in both runs.",
+        (0, 1),
     ),
 ]  # fmt: skip
 

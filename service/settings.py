@@ -273,9 +273,10 @@ class Settings(BaseSettings):
         "`TRANSLATOR_STORE_URL` names another) and the translated files; replicas share it as a volume"
     )
     store_url: str = Field(
-        "", description="SQLAlchemy URL of the store of keys, limits' counters, usage and files' owners; empty: "
-        "SQLite in `TRANSLATOR_DATA_DIR`; `postgresql+psycopg://user:password@host/db` for replicas, which "
-        "share it. Migrated at start (when keys or limits are on; else when first needed)"
+        "", description="SQLAlchemy URL of the store of keys, limits' counters, usage, files' owners, DeepL's "
+        "glossaries and document jobs; empty: SQLite in `TRANSLATOR_DATA_DIR`; "
+        "`postgresql+psycopg://user:password@host/db` for replicas, which share it. Migrated at start (when keys "
+        "or limits are on; else once the models are loaded, for DeepL's document jobs)"
     )
     anonymous_req_limit: int = Field(
         0, ge=0, description="requests a minute from one address without a key (0: no limit); over it 429 with "
@@ -294,11 +295,17 @@ class Settings(BaseSettings):
         "connection's address is the client"
     )
     file_retention_s: float = Field(
-        3600.0, gt=0, description="how long `/download_file` serves a translated file"
+        3600.0, gt=0, description="how long `/download_file` serves a translated file, and how long a DeepL "
+        "document job and its result are kept after its upload"
     )
     file_budget_bytes: int = Field(
         256 << 20, ge=1, description="bytes of translated files kept per owner (a key, or an address when keys "
         "are off); beyond it the owner's oldest go, never another's"
+    )
+    document_lease_s: float = Field(
+        30.0, gt=0, description="how long a DeepL document job stays with the HTTP worker translating it without "
+        "word from it; a job whose worker died is taken up by another worker (of any replica sharing the store) "
+        "once its lease runs out, a job of a service that stopped at once when it starts again"
     )
     log_level: str = Field("info", description="log level of the service's processes and of uvicorn")
 

@@ -206,6 +206,20 @@ def test_a_glossary_is_made_listed_read_used_and_deleted(client: deepl.DeepLClie
         client.translate_text("A dog.", source_lang="EN", target_lang="DE", glossary=glossary.glossary_id)
 
 
+def test_glossary_ids_naming_one_glossary_is_its_glossary_id_and_several_are_refused(client: deepl.DeepLClient):
+    glossary = client.create_glossary("ids", source_lang="EN", target_lang="DE", entries={"dog": "Köter"})
+    other = client.create_glossary("other", source_lang="EN", target_lang="DE", entries={"park": "Stadtpark"})
+    text = client.translate_text("A dog runs.", source_lang="EN", target_lang="DE", glossary_ids=[glossary]).text
+    assert "Köter" in text
+    with pytest.raises(deepl.DeepLException, match="glossary_ids"):
+        client.translate_text("A dog runs.", source_lang="EN", target_lang="DE", glossary_ids=[glossary, other])
+    with pytest.raises(deepl.DeepLException, match="glossary_ids"):
+        client.translate_document_upload(b"A dog.", source_lang="EN", target_lang="DE", filename="a.txt",
+                                         glossary_ids=[glossary, other])
+    for made in (glossary, other):
+        client.delete_glossary(made)
+
+
 def test_a_glossary_needs_a_source_language(client: deepl.DeepLClient, url: str):
     """(The client refuses it before it asks, so the request is sent as it is.)"""
     glossary = client.create_glossary("g", source_lang="EN", target_lang="DE", entries={"dog": "Köter"})
@@ -340,3 +354,44 @@ def test_a_document_of_an_unknown_format_or_unreadable_is_refused_or_ends_in_err
     while (status := client.translate_document_get_status(handle)).status.value in ("queued", "translating"):
         time.sleep(0.1)
     assert status.status.value == "error" and status.error_message
+
+
+def test_a_document_takes_a_glossary_a_formality_and_its_own_output_format(client: deepl.DeepLClient, url: str,
+                                                                           tmp_path):
+    source, out = tmp_path / "pets.txt", tmp_path / "pets.de.txt"
+    source.write_text("A dog runs in the park.\n")
+    glossary = client.create_glossary("document", source_lang="EN", target_lang="DE", entries={"dog": "Köter"})
+    status = client.translate_document_from_filepath(source, out, source_lang="EN", target_lang="DE",
+                                                     glossary=glossary, formality="prefer_less")
+    assert status.done and "Köter" in out.read_text()
+    with pytest.raises(deepl.DeepLException, match="'formality' is not supported"):
+        client.translate_document_upload(b"A dog.", target_lang="DE", filename="a.txt", formality="more")
+    with pytest.raises(deepl.DeepLException, match="output_format"):
+        client.translate_document_upload(b"A dog.", target_lang="DE", filename="a.txt", output_format="pdf")
+    without_source = post(url, "/v2/document", data={"target_lang": "DE", "glossary_id": glossary.glossary_id},
+                          files={"file": ("a.txt", b"A dog.")})
+    assert "source_lang" in deepl_error(without_source, 400)
+    client.delete_glossary(glossary)
+    with pytest.raises(deepl.DeepLException, match="Glossary not found"):
+        client.translate_document_upload(b"A dog.", source_lang="EN", target_lang="DE", filename="a.txt",
+                                         glossary=glossary.glossary_id)
+
+
+def test_the_python_clients_glossary_calls_from_csv_and_its_v3_updates(client: deepl.DeepLClient):
+    csv = client.create_glossary_from_csv("csv", source_lang="DE", target_lang="EN", csv_data="Hund,hound\n")
+    assert csv.entry_count == 1
+    assert "hound" in client.translate_text_with_glossary("Der Hund schläft.", csv, target_lang="EN-GB").text
+    client.delete_glossary(csv)
+    multi = client.create_multilingual_glossary_from_csv("multi", "EN", "DE", "dog,Köter\n")
+    assert client.update_multilingual_glossary_name(multi, "renamed").name == "renamed"
+    client.update_multilingual_glossary_dictionary(multi, Entries("EN", "DE", {"park": "Stadtpark"}))
+    client.update_multilingual_glossary_dictionary_from_csv(multi, "DE", "EN", "Hund,hound\n")
+    entries = client.get_multilingual_glossary_entries(multi, "EN", "DE").dictionaries[0].entries
+    assert deepl.util.convert_tsv_to_dict(entries) == {"dog": "Köter", "park": "Stadtpark"}
+    replaced = client.replace_multilingual_glossary_dictionary_from_csv(multi, "EN", "DE", "cat,Mieze\n")
+    assert replaced.entry_count == 1
+    client.replace_multilingual_glossary_dictionary(multi, Entries("EN", "DE", {"cow": "Kuh"}))
+    client.delete_multilingual_glossary_dictionary(multi, source_lang="DE", target_lang="EN")
+    info = client.get_multilingual_glossary(multi.glossary_id)
+    assert [(d.source_lang, d.target_lang, d.entry_count) for d in info.dictionaries] == [("EN", "DE", 1)]
+    client.delete_multilingual_glossary(multi)

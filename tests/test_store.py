@@ -45,7 +45,7 @@ def test_instances_starting_at_once_migrate_once(store_url: str):
     assert [run.returncode for run in runs] == [0] * 4, errors
     store = Store(store_url)
     with store.transaction() as session:
-        assert session.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0001"]
+        assert session.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0002"]
         assert {"api_keys", "usage", "counters", "files"} <= set(inspect(session.connection()).get_table_names())
     store.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -20,6 +21,18 @@ def timed(fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T, float]:
     started = time.perf_counter()
     result = fn(*args, **kwargs)
     return result, time.perf_counter() - started
+
+
+def while_running(work: Callable[[], T], alongside: Callable[[threading.Event], None]) -> T:
+    """work()'s result, with alongside(done) running in a thread meanwhile: `done` is set once work() ends."""
+    done = threading.Event()
+    thread = threading.Thread(target=alongside, args=(done,))
+    thread.start()
+    try:
+        return work()
+    finally:
+        done.set()
+        thread.join()
 
 
 def warm_up(translate: Translate, texts: list[str], opts: SearchOptions, batch_size: int) -> None:

@@ -1,21 +1,32 @@
-"""A .docx through DeepL's background documents (/v2/document) against the same through /translate_file.
+"""A .docx through DeepL's background documents (/v2/document) against the same through /translate_file, and what a
+client with short requests waits meanwhile.
 
-    python -m bench.serving.deepl_document [--megabytes 1] [--poll 0.5]
+    python -m bench.serving.deepl_document [--megabytes 1] [--poll 0.5] [--probe-every 0.25]
 
 Builds the Word document of bench.serving.document, starts `python -m service` with the shipped models and default
-settings, and translates it twice, en to de: through /translate_file (one request, then the download), and through
-/v2/document (the upload, a status request every --poll seconds until it is done, then /result). Reported: each
-one's time from the first byte sent to the translation downloaded, their ratio, the longest that any single
-request of the /v2/document run waited for its answer, and whether both translations hold the same text.
-Results: bench/results/deepl-document.{json,md}.
+settings, warms it up with a small document, and translates the big one twice, en to de: through /translate_file
+(one request, then the download), and through /v2/document (the upload, a status request every --poll seconds until
+it is done, then /result). During each run a probe client sends a one-sentence /translate request every
+--probe-every seconds (one at a time), as an interactive user would.
+
+Reported for each run: its time from the first byte sent to the translation downloaded, the load average of the
+machine before and after it (the machine is shared), and the probe's requests: how many, their median and longest
+wait; for /v2/document the longest wait of its own requests (upload, status, result) too; the ratio of the two runs'
+times; and whether both translations hold the same text. The goals (issue "The DeepL API as well"; bench.report
+states their bounds): /v2/document about as fast as /translate_file, and no request waiting long meanwhile. Results:
+bench/results/deepl-document.{json,md}.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import os
+import statistics
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import docx
@@ -25,23 +36,27 @@ from bench.common.cli import command_line
 from bench.common.defaults import REPO, RESULTS
 from bench.common.machine import environment
 from bench.common.report import markdown_table, write_results
+from bench.common.timing import while_running
 from bench.serving.document import word_document
 from service.launch import running_service
 
 TIMEOUT = httpx.Timeout(3600.0)
+WARM_UP_MEGABYTES = 0.02
+PROBE = {"q": "A man is riding a bicycle in the park.", "source": "en", "target": "de"}
 
 
-def through_translate_file(url: str, data: bytes) -> tuple[float, bytes]:
+def through_translate_file(url: str, data: bytes) -> tuple[float, list[float], bytes]:
+    """Seconds in all, the waits of its requests, the translation."""
     started = time.perf_counter()
     response = httpx.post(url + "/translate_file", data={"source": "en", "target": "de"},
                           files={"file": ("book.docx", data)}, timeout=TIMEOUT)
     response.raise_for_status()
     translated = httpx.get(response.json()["translatedFileUrl"], timeout=TIMEOUT).content
-    return time.perf_counter() - started, translated
+    return time.perf_counter() - started, [], translated
 
 
-def through_deepl(url: str, data: bytes, poll: float) -> tuple[float, float, int, bytes]:
-    """Seconds in all, the longest one request waited, the status requests made, the translation."""
+def through_deepl(url: str, data: bytes, poll: float) -> tuple[float, list[float], bytes]:
+    """Seconds in all, the waits of its own requests (upload, status requests, result), the translation."""
     waits: list[float] = []
 
     def timed(path: str, **request: object) -> httpx.Response:
@@ -59,7 +74,23 @@ def through_deepl(url: str, data: bytes, poll: float) -> tuple[float, float, int
         assert status["status"] in ("queued", "translating"), status
         time.sleep(poll)
     translated = timed(f"/v2/document/{job['document_id']}/result", data=key).content
-    return time.perf_counter() - started, max(waits), len(waits) - 2, translated
+    return time.perf_counter() - started, waits, translated
+
+
+def probed(url: str, every: float, run: Callable[[], tuple[float, list[float], bytes]]
+           ) -> tuple[tuple[float, list[float], bytes], list[float]]:
+    """run()'s answer, and the waits of the probe's requests sent while it ran."""
+    waits: list[float] = []
+
+    def probe(done: threading.Event) -> None:
+        with httpx.Client(timeout=TIMEOUT) as client:
+            while not done.is_set():
+                sent = time.perf_counter()
+                client.post(url + "/translate", json=PROBE).raise_for_status()
+                waits.append(time.perf_counter() - sent)
+                done.wait(max(0.0, every - (time.perf_counter() - sent)))
+
+    return while_running(run, probe), waits
 
 
 def texts(document: bytes) -> list[str]:
@@ -67,25 +98,53 @@ def texts(document: bytes) -> list[str]:
     return [paragraph.text for paragraph in docx.Document(io.BytesIO(document)).paragraphs]
 
 
+def load() -> str:
+    """The machine's load average over 1, 5 and 15 minutes."""
+    return " / ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def measured(name: str, url: str, every: float, run: Callable[[], tuple[float, list[float], bytes]]
+             ) -> tuple[dict, bytes]:
+    before = load()
+    (seconds, own_waits, translated), probe_waits = probed(url, every, run)
+    row = {"path": name, "seconds": round(seconds, 1), "load_before": before, "load_after": load(),
+           "probe_requests": len(probe_waits), "probe_median_s": round(statistics.median(probe_waits), 3),
+           "probe_longest_s": round(max(probe_waits), 3),
+           "own_longest_s": round(max(own_waits), 3) if own_waits else None}
+    print(row, flush=True)
+    return row, translated
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--megabytes", type=float, default=1.0)
     p.add_argument("--poll", type=float, default=0.5, help="seconds between two status requests")
+    p.add_argument("--probe-every", type=float, default=0.25, help="seconds between two probe requests")
     p.add_argument("--out-dir", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     data, paragraphs, sentences = word_document(args.megabytes)
+    warm_up, _, _ = word_document(WARM_UP_MEGABYTES)
     print(f"{len(data):,} bytes, {paragraphs:,} paragraphs, {sentences:,} sentences", flush=True)
     with tempfile.TemporaryDirectory() as logs, running_service(REPO / "models", Path(logs) / "service.log") as service:
-        file_seconds, file_result = through_translate_file(service.url, data)
-        deepl_seconds, longest_wait, polls, deepl_result = through_deepl(service.url, data, args.poll)
-    figures = {"bytes": len(data), "sentences": sentences, "translate_file_s": round(file_seconds, 1),
-               "v2_document_s": round(deepl_seconds, 1), "ratio": f"{deepl_seconds / file_seconds:.3f}",
-               "longest_request_wait_s": f"{longest_wait:.3f}", "status_requests": polls,
-               "same_text": texts(file_result) == texts(deepl_result)}
+        through_translate_file(service.url, warm_up)
+        file_row, file_result = measured("/translate_file", service.url, args.probe_every,
+                                         lambda: through_translate_file(service.url, data))
+        deepl_row, deepl_result = measured("/v2/document", service.url, args.probe_every,
+                                           lambda: through_deepl(service.url, data, args.poll))
+    ratio = deepl_row["seconds"] / file_row["seconds"]
+    longest = max(deepl_row["probe_longest_s"], deepl_row["own_longest_s"])
+    figures = {"bytes": len(data), "sentences": sentences, "translate_file_s": file_row["seconds"],
+               "v2_document_s": deepl_row["seconds"], "ratio": f"{ratio:.3f}",
+               "longest_request_wait_s": f"{longest:.3f}", "same_text": texts(file_result) == texts(deepl_result)}
     markdown = (f"# A .docx through /v2/document and through /translate_file\n\n"
                 f"`{command_line('bench.serving.deepl_document', argv)}`\n\n"
+                f"A probe client sends a one-sentence /translate every {args.probe_every} s during each run; "
+                f"/v2/document's own requests are its upload, its status requests (every {args.poll} s) and its "
+                f"result. Load average: 1 / 5 / 15 minutes, of a shared machine.\n\n"
+                + markdown_table(list(file_row), [list(file_row.values()), list(deepl_row.values())]) + "\n"
                 + markdown_table(list(figures), [list(figures.values())]))
-    write_results(args.out_dir, "deepl-document", {"environment": environment([]), "figures": figures}, markdown)
+    write_results(args.out_dir, "deepl-document", {"environment": environment([]), "runs": [file_row, deepl_row],
+                                                   "figures": figures}, markdown)
     print(markdown)
 
 

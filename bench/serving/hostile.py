@@ -61,6 +61,7 @@ from bench.common.defaults import REPO, RESULTS
 from bench.common.machine import environment, rss_mib
 from bench.common.report import write_results
 from bench.common.sentences import multi30k_sentences
+from bench.common.timing import while_running
 from service.launch import RunningService, free_port, running_service
 from service.settings import DEFAULT_DATA_DIR
 
@@ -564,21 +565,13 @@ def upload(name: str, content: bytes, source: bytes = b"en") -> bytes:
 def peak_rss_while(pids: list[int], work: Callable[[], object]) -> tuple[object, dict[int, float]]:
     """work()'s result, and each process's largest RSS while it ran (sampled every 5 ms)."""
     peak = {pid: rss_mib(pid) for pid in pids}
-    done = threading.Event()
 
-    def watch() -> None:
+    def watch(done: threading.Event) -> None:
         while not done.wait(0.005):
             for pid in pids:
                 peak[pid] = max(peak[pid], rss_mib(pid))
 
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        result = work()
-    finally:
-        done.set()
-        watcher.join()
-    return result, peak
+    return while_running(work, watch), peak
 
 
 def bombs(service: RunningService, hang_up_s: float = 20) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
-from sqlalchemy import BigInteger, Date, DateTime, ForeignKey, Integer, String
+from sqlalchemy import BigInteger, Boolean, Date, DateTime, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
@@ -77,3 +77,52 @@ class KeptFile(Base):
     size: Mapped[int] = mapped_column(BigInteger)
     created: Mapped[datetime] = mapped_column()
     expires: Mapped[datetime] = mapped_column(index=True)
+
+
+class GlossaryRow(Base):
+    """A DeepL glossary of `owner` (service.worker.deepl.glossaries): its name; its dictionaries are GlossaryEntries."""
+
+    __tablename__ = "glossaries"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)  # a UUID, as DeepL's glossary_id
+    owner: Mapped[str] = mapped_column(String(80), index=True)
+    name: Mapped[str] = mapped_column(Text)
+    ignore_case: Mapped[bool] = mapped_column(Boolean)
+    created: Mapped[datetime] = mapped_column()
+
+
+class GlossaryEntries(Base):
+    """One language pair of a glossary (DeepL's base codes in lower case) and its entries as TSV, in their order."""
+
+    __tablename__ = "glossary_dictionaries"
+
+    glossary_id: Mapped[str] = mapped_column(ForeignKey("glossaries.id", ondelete="CASCADE"), primary_key=True)
+    source_lang: Mapped[str] = mapped_column(String(16), primary_key=True)
+    target_lang: Mapped[str] = mapped_column(String(16), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)  # the dictionaries' order in the glossary
+    entries: Mapped[str] = mapped_column(Text)
+
+
+class DocumentJob(Base):
+    """A document of DeepL's /v2/document (service.worker.deepl.documents): whose it is, its status, and which worker
+    translates it while `lease_expires` is ahead (`holder`); its upload and its result are files in the data
+    folder."""
+
+    __tablename__ = "document_jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)  # DeepL's document_id
+    key_digest: Mapped[str] = mapped_column(String(64))  # the SHA-256 of its document_key
+    owner: Mapped[str] = mapped_column(String(80), index=True)
+    key_id: Mapped[int | None] = mapped_column(Integer)  # the API key it was uploaded with, whose usage it counts in
+    name: Mapped[str] = mapped_column(String(1024))
+    source_lang: Mapped[str] = mapped_column(String(16))  # served codes ("auto": detected)
+    target_lang: Mapped[str] = mapped_column(String(16))
+    glossary_id: Mapped[str | None] = mapped_column(String(36))  # read when the job is translated
+    status: Mapped[str] = mapped_column(String(16), index=True)  # queued, translating, done, error
+    seconds_remaining: Mapped[int | None] = mapped_column(Integer)
+    billed_characters: Mapped[int | None] = mapped_column(BigInteger)  # set once counted in the key's usage
+    error_message: Mapped[str | None] = mapped_column(Text)
+    created: Mapped[datetime] = mapped_column()
+    holder: Mapped[str | None] = mapped_column(String(64))
+    lease_expires: Mapped[datetime | None] = mapped_column()
+    downloaded: Mapped[datetime | None] = mapped_column()

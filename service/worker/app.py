@@ -28,8 +28,9 @@ from service.settings import Settings
 from service.store import Store, StoreUnavailable
 from service.worker import errors
 from service.worker.access import Access
-from service.worker.deepl.documents import JobFolder
-from service.worker.deepl.glossaries import GlossaryFolder
+from service.worker.deepl.documents import DocumentJobs
+from service.worker.deepl.glossaries import Glossaries
+from service.worker.deepl.runner import DocumentRunner
 from service.worker.detect import LanguageDetector, every_language
 from service.worker.files import TranslatedFiles
 from service.worker.middleware import BodyLimit, CloseWhenStopping, Observe
@@ -79,6 +80,7 @@ async def start(state: State) -> None:
     state.pipeline = await asyncio.to_thread(pipeline_for, state.engine, state.settings, state.metrics)
     state.serving.set()
     log.info("serving %s", state.pipeline.pairs.names)
+    state.documents.begin(state.pipeline)
 
 
 def exit_on_failure(task: asyncio.Task) -> None:
@@ -100,8 +102,10 @@ def create_app(
     store = Store.of(settings)
     files_kept = TranslatedFiles(settings.data_dir / "files", store, settings.file_retention_s,
                                  settings.file_budget_bytes)
-    state = State(settings, metrics, engine, store, Access(settings, store, metrics), files_kept,
-                  GlossaryFolder(settings.data_dir / "glossaries"), JobFolder(settings.data_dir / "documents"))
+    access, glossaries = Access(settings, store, metrics), Glossaries(store)
+    jobs = DocumentJobs(settings.data_dir / "documents", store, settings.document_lease_s, settings.file_retention_s)
+    documents = DocumentRunner(jobs, glossaries, access, settings.document_lease_s)
+    state = State(settings, metrics, engine, store, access, files_kept, glossaries, documents)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -112,6 +116,7 @@ def create_app(
         if not loading.done():
             loading.cancel()
         else:
+            await documents.stop()  # before the drain: their work in the engine is let go, not waited for
             await state.drain()
         store.close()
 

@@ -311,7 +311,8 @@ class Pipeline:
         return await self.run(req, [req.q] if isinstance(req.q, str) else req.q, request_limits=True, options=options)
 
     async def translate_document(
-        self, texts: list[str], source: str, target: str, progress: Callable[[list[str]], None] | None = None
+        self, texts: list[str], source: str, target: str, progress: Callable[[list[str]], None] | None = None,
+        options: Options = Options(),
     ) -> list[str]:
         """A document's texts (service.worker.documents; TRANSLATOR_MAX_FILE_CHARS bounds it when it is read, not
         the request limits): with source "auto" its language is detected once, on the whole document; then
@@ -319,7 +320,7 @@ class Pipeline:
         They go to the engine as bulk work, after interactive requests and never refused for the document's own
         requests waiting ahead of them (service.engine.admission). At most TRANSLATOR_DOCUMENTS_AT_ONCE documents of
         this worker are in the engine at once: the others wait here. `progress` is called with the texts of each
-        request once they are translated."""
+        request once they are translated; `options` as a request's (a glossary's terms)."""
         check = TranslateRequest(q=texts or [""], source=source, target=target)
         self.check(check)
         if check.source == "auto":
@@ -330,7 +331,7 @@ class Pipeline:
         async def batch(begin: int) -> None:
             req = check.model_copy(update={"q": texts[begin : begin + DOCUMENT_BATCH]})
             async with running:
-                answer = await self.run(req, req.q, request_limits=False, bulk=True)
+                answer = await self.run(req, req.q, request_limits=False, bulk=True, options=options)
             translated[begin : begin + DOCUMENT_BATCH] = answer.translatedText
             if progress:
                 progress(req.q)

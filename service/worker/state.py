@@ -11,8 +11,8 @@ from service.protocol import EngineClient, Phase
 from service.settings import Settings
 from service.store import Store
 from service.worker.access import Access
-from service.worker.deepl.documents import DocumentJobs
-from service.worker.deepl.glossaries import GlossaryRepository
+from service.worker.deepl.glossaries import Glossaries
+from service.worker.deepl.runner import DocumentRunner
 from service.worker.files import TranslatedFiles
 from service.worker.pipeline import Pipeline
 
@@ -27,8 +27,8 @@ class State:
     store: Store
     access: Access
     files: TranslatedFiles
-    glossaries: GlossaryRepository  # DeepL's glossaries
-    documents: DocumentJobs  # DeepL's document jobs
+    glossaries: Glossaries  # DeepL's
+    documents: DocumentRunner  # DeepL's document jobs, and those this worker translates
     pipeline: Pipeline | None = None  # once the engine is READY and this worker has loaded the pairs' tokenizers
     serving: asyncio.Event = field(default_factory=asyncio.Event)  # set with the pipeline
     draining: asyncio.Future | None = None  # the drain, once begun

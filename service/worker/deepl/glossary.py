@@ -1,6 +1,6 @@
-"""Glossaries without any storage: their entries read from TSV or CSV as DeepL validates them, and their source terms
-found in a text (service.worker.spans.Terms), so that the pipeline holds each as a protected span and puts the
-target term in its place.
+"""Glossaries without their storage (service.worker.deepl.glossaries): their entries read from TSV or CSV as DeepL
+validates them, and their source terms found in a text (service.worker.spans.Terms), so that the pipeline holds each
+as a protected span and puts the target term in its place.
 
 A source term is found as a whole word (not inside a longer word), as written or, where the glossary asks
 (ignore_case), in any case; where terms overlap the longest wins; a term inside a protected span (a URL, an email
@@ -13,7 +13,7 @@ stands as given: where German needs an inflected form the glossary does not give
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from difflib import SequenceMatcher
 
@@ -40,14 +40,19 @@ class Dictionary:
     def as_tsv(self) -> str:
         return "\n".join(f"{source}\t{target}" for source, target in self.entries.items())
 
+    @classmethod
+    def from_tsv(cls, source_lang: str, target_lang: str, tsv: str) -> Dictionary:
+        """The dictionary of as_tsv()'s text (a term holds no tab or line feed: check_term)."""
+        return cls(source_lang, target_lang, dict(line.split("\t", 1) for line in tsv.split("\n")))
+
 
 @dataclass(frozen=True)
 class Glossary:
     glossary_id: str
     name: str
     dictionaries: list[Dictionary]
-    creation_time: str = field(default_factory=lambda: now())
-    ignore_case: bool = False  # an extension: match source terms in any case
+    creation_time: str  # as DeepL writes it (deepl_time)
+    ignore_case: bool  # an extension: match source terms in any case
 
     def dictionary(self, source_lang: str, target_lang: str) -> Dictionary | None:
         """The dictionary from one base language into another (lower case)."""
@@ -55,9 +60,9 @@ class Glossary:
                     None)
 
 
-def now() -> str:
-    """The time as DeepL writes a creation_time (ISO 8601, microseconds, Z)."""
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+def deepl_time(moment: datetime) -> str:
+    """A moment as DeepL writes a creation_time (ISO 8601 in UTC, microseconds, Z)."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def parse_entries(text: str, entries_format: str, source_lang: str, target_lang: str) -> dict[str, str]:

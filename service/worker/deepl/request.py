@@ -51,10 +51,7 @@ def read_translate(params: dict[str, Any]) -> TranslateFields:
     split = text_field(params, "split_sentences") or ("nonewlines" if tag_handling else "1")
     if split not in SPLITS:
         raise DeepLError("Value for 'split_sentences' not supported.")
-    if (formality := text_field(params, "formality") or "default") not in FORMALITIES:
-        raise DeepLError("Value for 'formality' not supported.")
-    if formality in ("more", "less"):
-        raise DeepLError("'formality' is not supported for given 'target_lang'.")
+    check_formality(params)
     model_type = text_field(params, "model_type")
     if model_type and model_type not in MODEL_TYPES:
         raise DeepLError("Value for 'model_type' not supported." if model_type != "quality_optimized" else
@@ -67,10 +64,33 @@ def read_translate(params: dict[str, Any]) -> TranslateFields:
         split=split,
         preserve_formatting=flag(params, "preserve_formatting"),
         tags=tags(params),
-        glossary_id=text_field(params, "glossary_id") or None,
+        glossary_id=glossary_field(params),
         model_type_used=MODEL_TYPES.get(model_type) if model_type else None,
         show_billed_characters=flag(params, "show_billed_characters"),
     )
+
+
+def check_formality(params: dict[str, Any]) -> None:
+    """DeepL's answers for a formality, for target languages without the feature (every model here): default and
+    prefer_ are taken, more and less refused."""
+    if (formality := text_field(params, "formality") or "default") not in FORMALITIES:
+        raise DeepLError("Value for 'formality' not supported.")
+    if formality in ("more", "less"):
+        raise DeepLError("'formality' is not supported for given 'target_lang'.")
+
+
+def glossary_field(params: dict[str, Any]) -> str | None:
+    """The glossary a request names: glossary_id, or glossary_ids (a JSON list, or comma-separated in a form) naming
+    the same one; DeepLError for several, which the pipeline does not combine."""
+    named = {text_field(params, "glossary_id")} - {""}
+    if (ids := params.get("glossary_ids")) is not None:
+        ids = ids if isinstance(ids, list) else [ids]
+        if not all(isinstance(one, str) for one in ids):
+            raise DeepLError("Value for 'glossary_ids' not supported.")
+        named |= {one.strip() for many in ids for one in many.split(",") if one.strip()}
+    if len(named) > 1:
+        raise DeepLError("Value for 'glossary_ids' not supported: one glossary a request is served here")
+    return next(iter(named), None)
 
 
 def text_field(params: dict[str, Any], name: str) -> str:

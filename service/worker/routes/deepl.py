@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from service.store.keys import usage as days_used
-from service.worker.deepl.glossaries import GlossaryNotFound, GlossaryRepository, matcher
+from service.worker.deepl.glossaries import Glossaries, GlossaryNotFound, matcher
 from service.worker.deepl.glossary import Dictionary, Glossary, GlossaryError, parse_entries
 from service.worker.deepl.languages import name, served_code, source_code, target_codes
 from service.worker.deepl.request import DeepLError, flag, preserve_formatting, read_translate, text_field
@@ -31,7 +31,7 @@ NO_LIMIT = 1_000_000_000_000
 router = APIRouter(tags=["DeepL"], include_in_schema=True)
 
 
-def glossaries(request: Request) -> GlossaryRepository:
+def glossaries(request: Request) -> Glossaries:
     return state(request).glossaries
 
 
@@ -55,7 +55,8 @@ async def translate(request: Request, params: DeepLParams, p: ServingPipeline) -
     if fields.glossary_id:
         if source == "auto":
             raise DeepLError("Use of a glossary requires the source_lang parameter to be specified.")
-        terms = matcher(glossaries(request), glossary_owner(request), fields.glossary_id, source, target)
+        terms = await asyncio.to_thread(matcher, glossaries(request), glossary_owner(request), fields.glossary_id,
+                                        source, target)
     req = TranslateRequest(q=fields.texts, source=source, target=target,
                            format="html" if fields.tag_handling else "text")
     observe_pair(request, p.pair_label(req))
@@ -154,8 +155,8 @@ def v3_info(glossary: Glossary) -> dict:
 @router.post("/v2/glossaries", status_code=201)
 async def create_glossary(request: Request, params: DeepLParams, p: ServingPipeline) -> dict:
     """A glossary of one language pair; ignore_case (an extension) matches its source terms in any case."""
-    made = glossaries(request).create(glossary_owner(request), glossary_name(params), [dictionary(p, params)],
-                                      flag(params, "ignore_case"))
+    made = await asyncio.to_thread(glossaries(request).create, glossary_owner(request), glossary_name(params),
+                                   [dictionary(p, params)], flag(params, "ignore_case"))
     return v2_info(made)
 
 
@@ -164,25 +165,26 @@ INFO = {"v2": v2_info, "v3": v3_info}  # a glossary as each version of the API d
 
 @router.get("/{version}/glossaries")
 async def list_glossaries(version: Literal["v2", "v3"], request: Request, params: DeepLParams) -> dict:
-    return {"glossaries": [INFO[version](g) for g in glossaries(request).list(glossary_owner(request))]}
+    found = await asyncio.to_thread(glossaries(request).list, glossary_owner(request))
+    return {"glossaries": [INFO[version](g) for g in found]}
 
 
 @router.get("/{version}/glossaries/{glossary_id}")
 async def get_glossary(version: Literal["v2", "v3"], glossary_id: str, request: Request, params: DeepLParams) -> dict:
-    return INFO[version](glossaries(request).get(glossary_owner(request), glossary_id))
+    return INFO[version](await asyncio.to_thread(glossaries(request).get, glossary_owner(request), glossary_id))
 
 
 @router.get("/v2/glossaries/{glossary_id}/entries")
 async def glossary_entries(glossary_id: str, request: Request, params: DeepLParams) -> Response:
     """The entries as TSV (text/tab-separated-values, the one format DeepL gives them in)."""
-    glossary = glossaries(request).get(glossary_owner(request), glossary_id)
+    glossary = await asyncio.to_thread(glossaries(request).get, glossary_owner(request), glossary_id)
     return PlainTextResponse(glossary.dictionaries[0].as_tsv(), media_type="text/tab-separated-values")
 
 
 @router.delete("/v2/glossaries/{glossary_id}", status_code=204)
 @router.delete("/v3/glossaries/{glossary_id}", status_code=204)
 async def delete_glossary(glossary_id: str, request: Request, params: DeepLParams) -> Response:
-    glossaries(request).delete(glossary_owner(request), glossary_id)
+    await asyncio.to_thread(glossaries(request).delete, glossary_owner(request), glossary_id)
     return Response(status_code=204)
 
 
@@ -190,8 +192,8 @@ async def delete_glossary(glossary_id: str, request: Request, params: DeepLParam
 async def create_multilingual(request: Request, params: DeepLParams, p: ServingPipeline) -> dict:
     """A glossary of one or more dictionaries (language pairs)."""
     dictionaries = dictionaries_of(p, params)
-    made = glossaries(request).create(glossary_owner(request), glossary_name(params), dictionaries,
-                                      flag(params, "ignore_case"))
+    made = await asyncio.to_thread(glossaries(request).create, glossary_owner(request), glossary_name(params),
+                                   dictionaries, flag(params, "ignore_case"))
     return v3_info(made)
 
 
@@ -218,50 +220,57 @@ def dictionaries_of(p: Pipeline, params: dict[str, Any]) -> list[Dictionary]:
 @router.patch("/v3/glossaries/{glossary_id}")
 async def update_multilingual(glossary_id: str, request: Request, params: DeepLParams, p: ServingPipeline) -> dict:
     """A new name, and/or entries merged into the dictionaries of their language pairs (added where it has none)."""
-    repository, whose = glossaries(request), glossary_owner(request)
-    glossary = repository.get(whose, glossary_id)
-    merged = {(d.source_lang, d.target_lang): d for d in glossary.dictionaries}
-    if "name" in params or not any(k.startswith("dictionaries") for k in params):
-        glossary = dataclasses.replace(glossary, name=glossary_name(params))
-    if any(k.startswith("dictionaries") for k in params):
-        for new in dictionaries_of(p, params):
-            old = merged.get((new.source_lang, new.target_lang))
-            merged[new.source_lang, new.target_lang] = dataclasses.replace(
-                new, entries={**(old.entries if old else {}), **new.entries})
-    glossary = dataclasses.replace(glossary, dictionaries=list(merged.values()))
-    repository.update(whose, glossary)
-    return v3_info(glossary)
+    renamed = "name" in params or not any(k.startswith("dictionaries") for k in params)
+    name = glossary_name(params) if renamed else None
+    new = dictionaries_of(p, params) if any(k.startswith("dictionaries") for k in params) else []
+
+    def update(glossary: Glossary) -> Glossary:
+        merged = {(d.source_lang, d.target_lang): d for d in glossary.dictionaries}
+        for one in new:
+            old = merged.get((one.source_lang, one.target_lang))
+            merged[one.source_lang, one.target_lang] = dataclasses.replace(
+                one, entries={**(old.entries if old else {}), **one.entries})
+        return dataclasses.replace(glossary, name=name or glossary.name, dictionaries=list(merged.values()))
+
+    changed = await asyncio.to_thread(glossaries(request).change, glossary_owner(request), glossary_id, update)
+    return v3_info(changed)
 
 
 @router.put("/v3/glossaries/{glossary_id}/dictionaries")
 async def replace_dictionary(glossary_id: str, request: Request, params: DeepLParams, p: ServingPipeline) -> dict:
     """The dictionary of one language pair replaced (or added)."""
-    repository, whose = glossaries(request), glossary_owner(request)
-    glossary, new = repository.get(whose, glossary_id), dictionary(p, params)
-    kept = [d for d in glossary.dictionaries if (d.source_lang, d.target_lang) != (new.source_lang, new.target_lang)]
-    repository.update(whose, dataclasses.replace(glossary, dictionaries=[*kept, new]))
+    new = dictionary(p, params)
+
+    def replace(glossary: Glossary) -> Glossary:
+        kept = [d for d in glossary.dictionaries if (d.source_lang, d.target_lang) != (new.source_lang,
+                                                                                        new.target_lang)]
+        return dataclasses.replace(glossary, dictionaries=[*kept, new])
+
+    await asyncio.to_thread(glossaries(request).change, glossary_owner(request), glossary_id, replace)
     return {"source_lang": new.source_lang, "target_lang": new.target_lang, "entry_count": len(new.entries)}
 
 
 @router.delete("/v3/glossaries/{glossary_id}/dictionaries", status_code=204)
 async def delete_dictionary(glossary_id: str, request: Request, params: DeepLParams) -> Response:
     """The dictionary of the language pair that source_lang and target_lang name taken out (a glossary keeps one)."""
-    repository, whose = glossaries(request), glossary_owner(request)
-    glossary = repository.get(whose, glossary_id)
     pair = text_field(params, "source_lang").lower(), text_field(params, "target_lang").lower()
-    kept = [d for d in glossary.dictionaries if (d.source_lang, d.target_lang) != pair]
-    if len(kept) == len(glossary.dictionaries):
-        raise GlossaryNotFound()
-    if not kept:
-        raise GlossaryError("A glossary keeps at least one dictionary: delete the glossary instead")
-    repository.update(whose, dataclasses.replace(glossary, dictionaries=kept))
+
+    def take_out(glossary: Glossary) -> Glossary:
+        kept = [d for d in glossary.dictionaries if (d.source_lang, d.target_lang) != pair]
+        if len(kept) == len(glossary.dictionaries):
+            raise GlossaryNotFound()
+        if not kept:
+            raise GlossaryError("A glossary keeps at least one dictionary: delete the glossary instead")
+        return dataclasses.replace(glossary, dictionaries=kept)
+
+    await asyncio.to_thread(glossaries(request).change, glossary_owner(request), glossary_id, take_out)
     return Response(status_code=204)
 
 
 @router.get("/v3/glossaries/{glossary_id}/entries")
 async def multilingual_entries(glossary_id: str, request: Request, params: DeepLParams) -> dict:
     """The entries of the dictionary that source_lang and target_lang name."""
-    glossary = glossaries(request).get(glossary_owner(request), glossary_id)
+    glossary = await asyncio.to_thread(glossaries(request).get, glossary_owner(request), glossary_id)
     found = glossary.dictionary(text_field(params, "source_lang").lower(), text_field(params, "target_lang").lower())
     if found is None:
         raise GlossaryError("The glossary has no dictionary of that language pair")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
 
@@ -37,17 +39,18 @@ async def translate(
     """Translate q from source to target (LibreTranslate's API); parameters as JSON, form or query string."""
     req = validated(TranslateRequest, values)
     observe_pair(request, p.pair_label(req))
-    return await unless_disconnected(request, p.translate(req, glossary_options(request, p, req)))
+    return await unless_disconnected(request, p.translate(req, await glossary_options(request, p, req)))
 
 
-def glossary_options(request: Request, p: Pipeline, req: TranslateRequest) -> Options:
+async def glossary_options(request: Request, p: Pipeline, req: TranslateRequest) -> Options:
     """The extension glossary_id: the terms of a DeepL glossary of the request's key (service.worker.deepl)."""
     if req.glossary_id is None:
         return Options()
     if req.source == "auto":
         raise InvalidRequest("a glossary needs a source language")
     p.check(req)
-    terms = matcher(state(request).glossaries, glossary_owner(request), req.glossary_id, req.source, req.target)
+    terms = await asyncio.to_thread(matcher, state(request).glossaries, glossary_owner(request), req.glossary_id,
+                                    req.source, req.target)
     return Options(terms=terms)
 
 
