@@ -1,6 +1,10 @@
 """Models by name: fetched, converted and exported into the model cache, ready to serve.
 
     python -m model.pull NAME... [--cache DIR]      each missing entry fetched, converted and exported
+    python -m model.pull                            TRANSLATOR_MODELS's entries (compose's models service): exits
+                                                    with 0 where some could not be made, unless
+                                                    TRANSLATOR_MODELS_REQUIRED, so that the service starts with
+                                                    the others
     python -m model.pull --list                     the cached models: name, pairs, source, licence, size
     python -m model.pull --remove NAME...           cached models deleted
 
@@ -275,15 +279,16 @@ def list_models(cache: ModelCache) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from service.models import exported_precisions
     from service.settings import Settings
 
     settings = Settings()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("names", nargs="*", help="the models to pull (see above)")
+    p.add_argument("names", nargs="*", help="the models to pull (see above); none: TRANSLATOR_MODELS's")
     p.add_argument("--cache", type=Path, default=settings.model_cache, help="the model cache (default: "
                    "TRANSLATOR_MODEL_CACHE's)")
-    p.add_argument("--variants", nargs="+", choices=["fp32", "int8", "fp16"], default=["fp32", "int8"],
-                   help="the precisions to export")
+    p.add_argument("--variants", nargs="+", choices=["fp32", "int8", "fp16"], default=exported_precisions(settings),
+                   help="the precisions to export (default: fp32, int8 and TRANSLATOR_PRECISION's)")
     p.add_argument("--index", default=settings.argos_index, help="the Argos Translate package index (default: "
                    "TRANSLATOR_ARGOS_INDEX's)")
     p.add_argument("--list", action="store_true", help="list the cached models")
@@ -298,14 +303,15 @@ def main(argv: list[str] | None = None) -> None:
             folder_name = name if cache.folder(name).is_dir() else Entry.parse(name).name
             print(f"{name}: removed" if cache.remove(folder_name) else f"{name}: not in {cache.root}")
         return
-    if not args.names:
-        p.error("name a model to pull, or give --list or --remove")
+    named = args.names or settings.models
     if "fp32" not in args.variants:
         args.variants.insert(0, "fp32")
-    folders = pull_all(args.names, cache, args.variants, args.index)
+    folders = pull_all(named, cache, args.variants, args.index)
     for folder in folders:
         print(f"{folder}: ready ({', '.join(f'{s}-{t}' for s, t in FolderConfig.load(folder).pairs[:6])})")
-    if len(folders) < len(args.names):
+    if not named:
+        print("no models named: give NAME..., or set TRANSLATOR_MODELS")
+    if len(folders) < len(named) and (args.names or settings.models_required):
         p.exit(2)
 
 
