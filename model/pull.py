@@ -29,6 +29,8 @@ import argparse
 import errno
 import json
 import logging
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -39,6 +41,7 @@ from tqdm.auto import tqdm
 from core.folder import FolderConfig
 from core.model_cache import GIB, HOW, PULLED_FILE, Entry, ModelCache, NoSpace, PullError
 from model import argos_index
+from model.argos_index import Progress
 from model.out_folder import export as export_graphs
 
 log = logging.getLogger("model.pull")
@@ -48,6 +51,7 @@ log = logging.getLogger("model.pull")
 SPACE_PER_BYTE = {"argos": 12, "hub": 4}
 HUB_FILES = ["*.json", "*.spm", "*.model", "*.txt"]  # besides the weights: configuration and tokenizer files
 CONVERTIBLE = {"marian": "Marian (OPUS-MT)", "m2m_100": "M2M100 or NLLB-200"}
+FULL_BELOW = 2**20  # free bytes of a disk that is full (disk_full)
 
 
 # --- fetching -------------------------------------------------------------------------------------------------------
@@ -115,6 +119,16 @@ def weight_files(siblings: list) -> list:
     return safetensors or [s for s in siblings if s.rfilename == "pytorch_model.bin"]
 
 
+def full_disk(error: Exception) -> bool:
+    return isinstance(error, OSError) and error.errno == errno.ENOSPC
+
+
+def disk_full(folder: Path) -> bool:
+    """Whether the disk of `folder` has no room left: where a write that failed gave no errno, what it is put down
+    to. (A write fills a disk up to its last block before it fails.)"""
+    return shutil.disk_usage(folder).free < FULL_BELOW
+
+
 def network_errors() -> tuple[type[Exception], ...]:
     """What huggingface_hub raises when the network fails: OSError, and its HTTP client's transport errors (httpx's,
     or httpx2's in huggingface_hub 2)."""
@@ -135,6 +149,7 @@ def fetch_hub(entry: Entry, cache: ModelCache) -> tuple[Path, dict]:
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
+    from huggingface_hub.utils import filter_repo_objects
 
     hub_cache = cache.root / ".hub"
     unreachable = network_errors()
@@ -154,6 +169,8 @@ def fetch_hub(entry: Entry, cache: ModelCache) -> tuple[Path, dict]:
         raise PullError(f"{entry.text}: not in the cache {cache.root}, and the hub cannot be reached (offline, or "
                         "no network): pull it with the network (python -m model.pull) and start again") from None
     except unreachable as e:
+        if full_disk(e):
+            raise
         raise PullError(f"{entry.text}: the hub cannot be reached ({e}): check the network or HF_ENDPOINT, and start "
                         "again") from None
     kind = config.get("model_type")
@@ -166,21 +183,43 @@ def fetch_hub(entry: Entry, cache: ModelCache) -> tuple[Path, dict]:
     licence = hub_licence(info)
     log.info("%s: %s at %s, a %s model, licence: %s", entry.text, entry.repo, info.sha, CONVERTIBLE[kind], licence)
     cache.check_space(entry.text, SPACE_PER_BYTE["hub"] * sum(s.size or 0 for s in weights))
-    bar = reporter(cache, entry, "download", "files")
-
-    class Bar(tqdm):
-        def update(self, n: float | None = 1) -> bool | None:
-            shown = super().update(n)
-            bar(int(self.n), int(self.total or 0))
-            return shown
-
+    files = list(filter_repo_objects(info.siblings or [], allow_patterns=HUB_FILES + [s.rfilename for s in weights],
+                                     key=lambda s: s.rfilename))
     try:
-        folder = snapshot_download(entry.repo, revision=info.sha, cache_dir=hub_cache, tqdm_class=Bar,
-                                   allow_patterns=HUB_FILES + [s.rfilename for s in weights])
+        download_files(entry.repo, info.sha, files, hub_cache, reporter(cache, entry, "download", "B"))
+        folder = snapshot_download(entry.repo, revision=info.sha, cache_dir=hub_cache, local_files_only=True,
+                                   allow_patterns=[s.rfilename for s in files])
     except unreachable as e:
+        if full_disk(e):
+            raise
         raise PullError(f"{entry.text}: the download failed ({e}): check the network and start again (the download "
                         "resumes)") from None
     return Path(folder), {"source": "hub", "repo": entry.repo, "revision": info.sha, "licence": licence}
+
+
+def download_files(repo: str, revision: str, files: list, hub_cache: Path, report: Progress) -> None:
+    """Each file of the snapshot through huggingface_hub's hf_hub_download (resumed, checked by its ETag, kept in
+    its cache), one after the other; the bytes of them all reported as they arrive (huggingface_hub's own bar of
+    each file is not shown: `report` shows the whole)."""
+    from huggingface_hub import hf_hub_download
+
+    total = sum(s.size or 0 for s in files)
+    finished = 0  # the bytes of the files done
+
+    class FileBytes(tqdm):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **{**kwargs, "disable": True})
+            report(finished + int(self.n), total)  # a resumed download starts at its .incomplete file's size
+
+        def update(self, n: float | None = 1) -> bool | None:
+            self.n += n or 0  # disabled, tqdm would not count
+            report(finished + int(self.n), total)
+            return None
+
+    for sibling in files:
+        hf_hub_download(repo, sibling.rfilename, revision=revision, cache_dir=hub_cache, tqdm_class=FileBytes)
+        finished += sibling.size or 0
+        report(finished, total)
 
 
 # --- converting ---------------------------------------------------------------------------------------------------
@@ -211,6 +250,10 @@ def make(entry: Entry, cache: ModelCache, variants: list[str], index_url: str) -
             convert(entry, fetched, out)
         except ValueError as e:
             raise PullError(f"{entry.text}: cannot be served: {e}") from None
+        except RuntimeError:  # torch.save's, which says only that its stream failed: a full disk, or else
+            if disk_full(out):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out)) from None
+            raise
         cache.report(entry.text, "export")
         log.info("%s: exporting %s", entry.text, " ".join(variants))
         try:
@@ -237,7 +280,7 @@ def pull(text: str, cache: ModelCache, variants: list[str], index_url: str) -> P
             raise PullError(f"{entry.text}: converting it needs {e.name}: pip install '.[pull]' (or pull it where "
                             "that is installed, python -m model.pull, into the same TRANSLATOR_MODEL_CACHE)") from None
         except OSError as e:
-            if e.errno == errno.ENOSPC:
+            if full_disk(e):
                 raise PullError(f"{entry.text}: the disk of {cache.root} is full: free some space (python -m "
                                 "model.pull --remove NAME) or point TRANSLATOR_MODEL_CACHE at a larger disk") from None
             raise
