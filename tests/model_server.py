@@ -50,6 +50,7 @@ class ModelServer:
         self.repos: dict[str, Repo] = {}
         self.files: dict[str, bytes] = {}  # /files/NAME
         self.requests: list[tuple[str, str, str | None]] = []  # method, path, Range header
+        self.authorizations: list[str | None] = []  # each request's Authorization header
         self.cut_next: set[str] = set()
         self.sizeless: set[str] = set()  # paths whose HEAD answers without Content-Length, as some servers do
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
@@ -75,6 +76,7 @@ class ModelServer:
             def answer(self, body: bool) -> None:
                 path = unquote(urlparse(self.path).path)
                 server.requests.append((self.command, path, self.headers.get("Range")))
+                server.authorizations.append(self.headers.get("Authorization"))
                 if path.startswith("/files/") and path[7:] in server.files:
                     return self.send(server.files[path[7:]], body, path)
                 if match := TREE.fullmatch(path):

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -145,6 +146,21 @@ def test_an_unknown_pair_names_the_pairs_there_are(server: ModelServer, cache: M
         pull("en-xx", cache, VARIANTS, index_url(server))
 
 
+def test_a_package_that_ours_cannot_run_says_why(server: ModelServer, cache: ModelCache, tmp_path: Path):
+    """A package of relative positions, in the index as en-fr: one line with the reason, and no folder."""
+    with zipfile.ZipFile(io.BytesIO(server.files[PACKAGE])) as archive:
+        (tmp_path / "sentencepiece.model").write_bytes(archive.read("translate-en_de-1_0/sentencepiece.model"))
+    spec = random_spec(opennmt_vocabulary(tmp_path / "sentencepiece.model"), with_relative_position=True, table=False)
+    package = write_package(tmp_path / "translate-en_fr-1_0", spec, tmp_path / "sentencepiece.model", to_code="fr")
+    server.files["fr.argosmodel"] = zip_package(package).read_bytes()
+    index = json.loads(server.files["index.json"])
+    index.append({"from_code": "en", "to_code": "fr", "links": [f"{server.url}/files/fr.argosmodel"]})
+    server.files["index.json"] = json.dumps(index).encode()
+    with pytest.raises(PullError, match="^en-fr: cannot be served: .* cannot be converted: it has relative positions"):
+        pull("en-fr", cache, VARIANTS, index_url(server))
+    assert cache.models() == [] and [p.name for p in cache.root.iterdir() if p.name.endswith(".partial")] == []
+
+
 def test_a_bad_checksum_is_refused_and_nothing_is_kept(server: ModelServer, cache: ModelCache):
     server.files[PACKAGE] = server.files[PACKAGE][:-1] + b"!"
     with pytest.raises(PullError, match="en-de: the download failed .*SHA-256"):
@@ -227,6 +243,14 @@ def test_hub_downloads_report_their_bytes(server: ModelServer, cache: ModelCache
     dones = [done for done, _ in downloads]
     assert dones == sorted(dones) and len(set(dones)) > len(fetched)  # each file's chunks, not only whole files
     assert f"{MARIAN_REPO}: download 100 % of {total / 2**20:.1f} MiB" in caplog.text
+
+
+def test_a_token_reaches_the_hub(server: ModelServer, cache: ModelCache, monkeypatch: pytest.MonkeyPatch):
+    """HF_TOKEN, as huggingface_hub reads it: every request to the hub carries it (private and gated models)."""
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    pull(MARIAN_REPO, cache, VARIANTS, index_url(server))
+    hub = [auth for (_, path, _), auth in zip(server.requests, server.authorizations) if MARIAN_REPO in path]
+    assert hub and set(hub) == {"Bearer hf_test_token"}
 
 
 def test_a_pinned_revision_and_an_unknown_one(server: ModelServer, cache: ModelCache):
