@@ -24,6 +24,7 @@ from conftest import MIXED_SENTENCES
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
+import test_argos_opus_mt  # noqa: E402
 from argostranslate.tokenizer import BPETokenizer  # noqa: E402
 from sacremoses import MosesPunctNormalizer, MosesTokenizer  # noqa: E402
 from subword_nmt.learn_bpe import learn_bpe  # noqa: E402
@@ -32,7 +33,6 @@ from test_argos import LIMIT, agreement  # noqa: E402
 from bench.common.argos_package import SPECIALS, random_spec, write_package, zip_package  # noqa: E402
 from core.search import SearchOptions  # noqa: E402
 from core.tokenizer import ARGOS_BPE_FILES, ArgosBpeTokenizer  # noqa: E402
-from model.convert import main as convert_main  # noqa: E402
 from service.translator import Translator  # noqa: E402
 
 torch.set_num_threads(1)
@@ -75,6 +75,9 @@ def vocabulary(argos: BPETokenizer) -> list[str]:
     return SPECIALS + tokens[2:]
 
 
+# fixtures: `package` converted and exported (`python -m model.convert --export fp32`), and served
+model_dir, translator = test_argos_opus_mt.model_dir, test_argos_opus_mt.translator
+
 VARIANTS = {  # how each package is built
     "argos-train": dict(quantization="int8", zipped=True),
     "zero-start": dict(quantization=None, zipped=False, zero_start=True),
@@ -92,18 +95,6 @@ def package(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     folder = write_package(tmp_path_factory.mktemp(request.param) / "translate-en_de-1_0", spec, bpe_model,
                            variant["quantization"], tokenizer_file="bpe.model")
     return zip_package(folder) if variant["zipped"] else folder
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory, package: Path) -> Path:
-    out = tmp_path_factory.mktemp("converted") / "en-de"
-    convert_main([str(package), "--out", str(out), "--export", "fp32"])
-    return out
-
-
-@pytest.fixture(scope="module")
-def translator(model_dir: Path) -> Translator:
-    return Translator(model_dir, provider="cpu", threads=1)
 
 
 @pytest.fixture(scope="module")
