@@ -106,3 +106,28 @@ USER 10001:10001
 EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 CMD ["python", "/app/healthcheck.py"]
 CMD ["python", "-m", "service"]
+
+# The converters of TRANSLATOR_MODELS, which the serving images leave out (torch): compose's one-shot `models`
+# service runs this target's `python -m model.pull` before the translator starts. Given no names, it pulls
+# TRANSLATOR_MODELS into TRANSLATOR_MODEL_CACHE (the volume the translator reads) and exits; nothing named, at once.
+#   docker build --target models -t mt-translator:models .
+# The serving dependencies (ONNX Runtime's CPU build), the pull extra, torch's CPU build from TORCH_INDEX_URL, the
+# project.
+FROM ${PYTHON_BUILD_IMAGE} AS models
+COPY --from=source /src /src
+ARG PIP_INDEX_URL
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+RUN --mount=type=cache,target=/root/.cache/pip --mount=type=secret,id=pip_cert \
+    if [ -f /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+    && python3 -m venv /opt/venv \
+    && /opt/venv/bin/pip install --index-url "${TORCH_INDEX_URL}" torch==2.13.0 \
+    && python3 /src/deploy/requirements.py --cpu /src/pyproject.toml > /tmp/requirements.txt \
+    && python3 -c 'import sys, tomllib; print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies"]["pull"]))' /src/pyproject.toml >> /tmp/requirements.txt \
+    && /opt/venv/bin/pip install -r /tmp/requirements.txt && /opt/venv/bin/pip install --no-deps /src \
+    && rm -rf /src && mkdir /cache && chown 10001:10001 /cache
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    HOME=/tmp \
+    TRANSLATOR_MODEL_CACHE=/cache
+USER 10001:10001
+CMD ["python", "-m", "model.pull"]

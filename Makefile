@@ -17,9 +17,12 @@ $(VENV)/.serve: $(VENV)/bin/python pyproject.toml
 	$(PIP) install -q -e .
 	touch $@
 
+# argos-translate-lt: tests/test_argos_bpe.py's reference tokenizer (argostranslate's BPETokenizer), without its
+# translation dependencies (minisbd's onnxruntime would replace onnxruntime-gpu's files)
 $(VENV)/.dev: $(VENV)/bin/python pyproject.toml
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -e '.[train,dev]'
+	$(PIP) install -q --no-deps argos-translate-lt==1.12.1
 	touch $@
 
 # Our decoder-step kernels for the CPU (service/engine/kernels): g++ and ONNX Runtime's headers (fetched from

@@ -105,8 +105,11 @@ class ModelCache:
         self.root.mkdir(parents=True, exist_ok=True)
         values = {"entry": entry, "stage": stage, "done": done, "total": total, "time": time.time()}
         tmp = self.root / f"{PROGRESS_FILE}.{os.getpid()}.{threading.get_ident()}"
-        tmp.write_text(json.dumps(values))
-        tmp.replace(self.root / PROGRESS_FILE)
+        try:
+            tmp.write_text(json.dumps(values))
+            tmp.replace(self.root / PROGRESS_FILE)
+        finally:  # a full disk leaves no half-written file
+            tmp.unlink(missing_ok=True)
 
     def progress(self) -> dict | None:
         """PROGRESS_FILE's last report, if a pull is under way."""

@@ -10,6 +10,9 @@ The layouts, config.json's "tokenizer":
     {"sentencepiece": "sentencepiece.model", "vocabulary": "vocabulary.json"}
                                                  an Argos Translate package's: SentencePiece pieces, ids of its
                                                  CTranslate2 vocabulary (model.argos)
+    {"bpe": "bpe.model", "vocabulary": "vocabulary.json"}
+                                                 an Argos Translate package's of a BPE tokenizer: Moses and
+                                                 subword-nmt's tokens, ids of its CTranslate2 vocabulary
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ SPM_FILE = "spm.model"
 MARIAN_FILES = {"source": "source.spm", "target": "target.spm", "vocab": "vocab.json"}
 FAIRSEQ_FILES = {"sentencepiece": "sentencepiece.bpe.model", "vocab": "vocab.json"}  # vocab.json: M2M100's alone
 ARGOS_FILES = {"sentencepiece": "sentencepiece.model", "vocabulary": "vocabulary.json"}  # ArgosTokenizer
+ARGOS_BPE_FILES = {"bpe": "bpe.model", "vocabulary": "vocabulary.json"}  # ArgosBpeTokenizer
 Layout = str | dict[str, str]  # config.json's "tokenizer": SPM_FILE, MARIAN_FILES, or FAIRSEQ_FILES (NLLB: less vocab)
 
 
@@ -158,39 +162,82 @@ class FairseqTokenizer:
         return [self.sp.decode([i - self.OFFSET for i in sequence if first <= i < end]) for sequence in ids]
 
 
-class ArgosTokenizer:
-    """Argos Translate's: the pieces of a package's SentencePiece model as tokens of its CTranslate2 model's
-    vocabulary. vocabulary.json holds those tokens in id order ("tokens"), the id of the unknown token ("unk_id")
-    and the ids that decode drops ("special_ids": the unknown, start, end and padding tokens)."""
+class ArgosVocabulary:
+    """An Argos Translate package's CTranslate2 vocabulary: vocabulary.json holds its tokens in id order
+    ("tokens"), the id of the unknown token ("unk_id") and the ids that decode drops ("special_ids": the unknown,
+    start, end and padding tokens). The package's tokenizer gives the tokens (ArgosTokenizer, ArgosBpeTokenizer)."""
 
-    def __init__(self, sentencepiece: str | Path, vocabulary: str | Path):
-        self.sp = spm.SentencePieceProcessor(model_file=str(sentencepiece))
-        vocab = json.loads(Path(vocabulary).read_text(encoding="utf-8"))
-        self.tokens: list[str] = vocab["tokens"]
+    def __init__(self, vocabulary: str | Path):
+        self.vocabulary = json.loads(Path(vocabulary).read_text(encoding="utf-8"))
+        self.tokens: list[str] = self.vocabulary["tokens"]
         self.ids = {token: i for i, token in reversed(list(enumerate(self.tokens)))}  # a repeated token: its first id
-        self.unk_id: int = vocab["unk_id"]
-        self.special_ids = set(vocab["special_ids"])
+        self.unk_id: int = self.vocabulary["unk_id"]
+        self.special_ids = set(self.vocabulary["special_ids"])
 
     @property
     def vocab_size(self) -> int:
         return len(self.tokens)
 
+    def token_ids(self, tokens: list[str]) -> list[int]:
+        """The id of each token, <unk>'s where the vocabulary lacks it."""
+        return [self.ids.get(token, self.unk_id) for token in tokens]
+
+    def kept_tokens(self, ids: list[int]) -> list[str]:
+        """The tokens of the ids, special tokens dropped: an unknown token, which CTranslate2 replaces with a source
+        token for Argos Translate (replace_unknowns), leaves nothing."""
+        return [self.tokens[i] for i in ids if i not in self.special_ids]
+
+
+class ArgosTokenizer(ArgosVocabulary):
+    """Argos Translate's for a package with a SentencePiece model: its pieces as tokens of the vocabulary."""
+
+    def __init__(self, sentencepiece: str | Path, vocabulary: str | Path):
+        super().__init__(vocabulary)
+        self.sp = spm.SentencePieceProcessor(model_file=str(sentencepiece))
+
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Token ids of each text, without special tokens: its pieces, as argostranslate's SentencePieceTokenizer
-        gives them to CTranslate2, each the id of that token (<unk>'s where the vocabulary lacks it)."""
-        return [[self.ids.get(piece, self.unk_id) for piece in self.sp.encode(text, out_type=str)] for text in texts]
+        gives them to CTranslate2."""
+        return [self.token_ids(self.sp.encode(text, out_type=str)) for text in texts]
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Text of each id sequence, as argostranslate's SentencePieceTokenizer decodes the pieces (any ▁ left
-        becomes a space), special tokens dropped: an unknown token, which CTranslate2 replaces with a source token
-        for Argos Translate (replace_unknowns), leaves nothing. argostranslate 1.10's replacing every _ with a space
-        is not done."""
-        return [
-            self.sp.decode_pieces([self.tokens[i] for i in sequence if i not in self.special_ids])
-            .replace("▁", " ")
-            .strip()
-            for sequence in ids
-        ]
+        becomes a space), special tokens dropped. argostranslate 1.10's replacing every _ with a space is not
+        done."""
+        return [self.sp.decode_pieces(self.kept_tokens(sequence)).replace("▁", " ").strip() for sequence in ids]
+
+
+class ArgosBpeTokenizer(ArgosVocabulary):
+    """Argos Translate's for a package with a BPE model (bpe.model, subword-nmt's merges; OPUS-MT's older models, as
+    Locomotive packages them), as argostranslate's BPETokenizer does it with the same libraries: Moses's punctuation
+    normalization and tokenization of the source language (sacremoses, escaping & < > ' " [ ] | as XML entities),
+    then subword-nmt's segmentation, whose pieces end with @@ where the word goes on; back, the pieces joined and
+    Moses's detokenization of the target language. vocabulary.json names the two ("languages")."""
+
+    def __init__(self, bpe: str | Path, vocabulary: str | Path):
+        from sacremoses import MosesDetokenizer, MosesPunctNormalizer, MosesTokenizer
+        from subword_nmt.apply_bpe import BPE
+
+        super().__init__(vocabulary)
+        source, target = self.vocabulary["languages"]
+        self.normalizer, self.moses = MosesPunctNormalizer(source), MosesTokenizer(source)
+        self.detokenizer = MosesDetokenizer(target)
+        with open(bpe, encoding="utf-8") as codes:
+            self.bpe = BPE(codes)
+
+    def pieces(self, text: str) -> list[str]:
+        """The tokens argostranslate's BPETokenizer gives CTranslate2."""
+        words = " ".join(self.moses.tokenize(self.normalizer.normalize(text)))
+        return self.bpe.segment_tokens(words.strip("\r\n ").split(" "))
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text, without special tokens."""
+        return [self.token_ids(self.pieces(text)) for text in texts]
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        """Text of each id sequence, special tokens dropped."""
+        return [self.detokenizer.detokenize(" ".join(self.kept_tokens(sequence)).replace("@@ ", "").split(" "))
+                for sequence in ids]
 
 
 def find_layout(folder: Path) -> Layout:
@@ -201,8 +248,9 @@ def find_layout(folder: Path) -> Layout:
         return dict(MARIAN_FILES)
     if (folder / FAIRSEQ_FILES["sentencepiece"]).is_file():
         return {part: name for part, name in FAIRSEQ_FILES.items() if (folder / name).is_file()}
-    if all((folder / name).is_file() for name in ARGOS_FILES.values()):
-        return dict(ARGOS_FILES)
+    for argos in (ARGOS_FILES, ARGOS_BPE_FILES):
+        if all((folder / name).is_file() for name in argos.values()):
+            return dict(argos)
     raise FileNotFoundError(f"no tokenizer in {folder}: neither {SPM_FILE} nor {', '.join(MARIAN_FILES.values())} "
                             f"nor {FAIRSEQ_FILES['sentencepiece']}")
 
@@ -211,7 +259,7 @@ def layout_files(layout: Layout) -> list[str]:
     return [layout] if isinstance(layout, str) else list(layout.values())
 
 
-AnyTokenizer = Tokenizer | MarianTokenizer | FairseqTokenizer | ArgosTokenizer
+AnyTokenizer = Tokenizer | MarianTokenizer | FairseqTokenizer | ArgosTokenizer | ArgosBpeTokenizer
 
 
 def load_tokenizer(folder: Path, layout: Layout, case_tags: bool = False) -> AnyTokenizer:
@@ -220,5 +268,5 @@ def load_tokenizer(folder: Path, layout: Layout, case_tags: bool = False) -> Any
         return Tokenizer(folder / layout, case_tags)
     files = {part: folder / name for part, name in layout.items()}
     if "vocabulary" in layout:
-        return ArgosTokenizer(**files)
+        return ArgosBpeTokenizer(**files) if "bpe" in layout else ArgosTokenizer(**files)
     return MarianTokenizer(**files) if "source" in layout else FairseqTokenizer(**files)

@@ -16,9 +16,11 @@ SentencePiece pieces as its tokens (argostranslate/tokenizer.py, translate.py); 
 the same pieces through that vocabulary. Packages that Locomotive makes from OPUS-MT models (CTranslate2's Marian
 conversion: a zero start embedding) convert too (model.ctranslate2_model.zero_start), and so do packages whose
 translations start with a target prefix (metadata.json's target_prefix: one token, which decoding is forced to
-begin with and translations leave out, ModelConfig.target_prefix). Refused, with the reason: packages of another
-kind than "translate", of a BPE tokenizer (bpe.model: Moses and subword-nmt), and models that ours cannot run
-(model.ctranslate2_model.unsupported).
+begin with and translations leave out, ModelConfig.target_prefix), and so do packages of a BPE tokenizer
+(bpe.model in place of sentencepiece.model: Moses's tokenization and subword-nmt's merges, which Locomotive writes
+for OPUS-MT's older models; the folder gets core.tokenizer.ARGOS_BPE_FILES, whose vocabulary.json names the two
+languages that Moses reads and writes). Refused, with the reason: packages of another kind than "translate", and
+models that ours cannot run (model.ctranslate2_model.unsupported).
 """
 
 from __future__ import annotations
@@ -36,14 +38,16 @@ import torch
 
 from core.folder import ModelConfig, pair_name
 from core.model_cache import replacing
-from core.tokenizer import ARGOS_FILES
+from core.tokenizer import ARGOS_BPE_FILES, ARGOS_FILES
 from model.ctranslate2_model import CTranslate2Model, read_model, to_transformer
 from model.out_folder import export as export_graphs
 from model.transformer import Transformer
 
 PACKAGES_DIR = Path.home() / ".local/share/argos-translate/packages"  # where argostranslate installs them
 METADATA = "metadata.json"
-SENTENCEPIECE = "sentencepiece.model"
+# the tokenizer's model: a package and a model folder name it alike; argostranslate reads BPE where a package has
+# no SENTENCEPIECE
+SENTENCEPIECE, BPE = ARGOS_FILES["sentencepiece"], ARGOS_BPE_FILES["bpe"]
 
 
 def is_package(path: Path) -> bool:
@@ -83,30 +87,36 @@ def read_metadata(folder: Path) -> dict:
 
 def package_problems(folder: Path, metadata: dict) -> list[str]:
     """Why the package cannot be converted, before its model is read; empty if it can."""
-    has_sentencepiece = (folder / SENTENCEPIECE).is_file()
     checks = {
         f"type {metadata['type']!r}: not a translation package": metadata["type"] != "translate",
-        "a BPE tokenizer (bpe.model: Moses and subword-nmt), where ours reads SentencePiece models": (
-            not has_sentencepiece and (folder / "bpe.model").is_file()
-        ),
-        f"no {SENTENCEPIECE}": not has_sentencepiece and not (folder / "bpe.model").is_file(),
+        f"no tokenizer: neither {SENTENCEPIECE} nor {BPE}": tokenizer_files(folder) is None,
     }
     return [reason for reason, applies in checks.items() if applies]
 
 
-def vocabulary(ct2: CTranslate2Model, cfg: ModelConfig) -> dict:
-    """vocabulary.json (core.tokenizer.ArgosTokenizer): the tokens in id order, <unk>'s id, and the ids of the
-    special tokens, which translations leave out (a target prefix too, as Argos Translate drops it)."""
+def tokenizer_files(folder: Path) -> dict[str, str] | None:
+    """The model folder's tokenizer files (core.tokenizer's layout) for the package's tokenizer, as argostranslate
+    picks it: its SentencePiece model, else its BPE model; None where it has neither."""
+    if (folder / SENTENCEPIECE).is_file():
+        return ARGOS_FILES
+    return ARGOS_BPE_FILES if (folder / BPE).is_file() else None
+
+
+def vocabulary(ct2: CTranslate2Model, cfg: ModelConfig, bpe: bool) -> dict:
+    """vocabulary.json (core.tokenizer.ArgosVocabulary): the tokens in id order, <unk>'s id, and the ids of the
+    special tokens, which translations leave out (a target prefix too, as Argos Translate drops it); for a BPE
+    tokenizer, the languages that Moses tokenizes and detokenizes."""
     tokens = ct2.target_vocabulary
     bos = ct2.config.get("bos_token")
     special = {cfg.pad_id, cfg.unk_id, cfg.bos_id, cfg.eos_id} | ({tokens.index(bos)} if bos in tokens else set())
     special |= set() if cfg.target_prefix is None else {cfg.target_prefix}
-    return {"tokens": tokens, "unk_id": cfg.unk_id, "special_ids": sorted(special)}
+    languages = {"languages": [cfg.src_lang, cfg.tgt_lang]} if bpe else {}
+    return {"tokens": tokens, "unk_id": cfg.unk_id, "special_ids": sorted(special)} | languages
 
 
 def convert_package(folder: Path, metadata: dict, out: Path) -> Transformer:
-    """Write the model folder `out` (model.pt and ARGOS_FILES) of the package in `folder`; returns our model. Nothing
-    is written for a package that is refused (ValueError, with the reasons)."""
+    """Write the model folder `out` (model.pt and its tokenizer_files) of the package in `folder`; returns our model.
+    Nothing is written for a package that is refused (ValueError, with the reasons)."""
     if problems := package_problems(folder, metadata):
         raise ValueError(f"{folder} cannot be converted: it has " + "; ".join(problems))
     ct2 = read_model(folder / "model")
@@ -118,9 +128,11 @@ def convert_package(folder: Path, metadata: dict, out: Path) -> Transformer:
         model.cfg.target_prefix = ct2.target_vocabulary.index(prefix)
     out.mkdir(parents=True, exist_ok=True)
     torch.save({"config": model.cfg.to_dict(), "model": model.state_dict()}, out / "model.pt")
-    shutil.copy(folder / SENTENCEPIECE, out / ARGOS_FILES["sentencepiece"])
-    text = json.dumps(vocabulary(ct2, model.cfg), ensure_ascii=False)
-    (out / ARGOS_FILES["vocabulary"]).write_text(text, encoding="utf-8")
+    files = tokenizer_files(folder)
+    bpe = files is ARGOS_BPE_FILES
+    shutil.copy(folder / (BPE if bpe else SENTENCEPIECE), out)
+    text = json.dumps(vocabulary(ct2, model.cfg, bpe), ensure_ascii=False)
+    (out / files["vocabulary"]).write_text(text, encoding="utf-8")
     return model
 
 

@@ -9,6 +9,7 @@ DIR/NAME.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import http.client
 import json
@@ -121,6 +122,8 @@ def download(package: dict, folder: Path, progress: Progress) -> Path:
             errors.append(f"{url}: {e}")
             continue
         except (OSError, http.client.HTTPException) as e:  # the network: the .part file stays, to resume
+            if isinstance(e, OSError) and e.errno == errno.ENOSPC:  # the disk, not the network (the caller says so)
+                raise
             errors.append(f"{url}: {getattr(e, 'reason', e)!s}")
             continue
         part.rename(path)

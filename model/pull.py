@@ -1,6 +1,10 @@
 """Models by name: fetched, converted and exported into the model cache, ready to serve.
 
     python -m model.pull NAME... [--cache DIR]      each missing entry fetched, converted and exported
+    python -m model.pull                            TRANSLATOR_MODELS's entries (compose's models service): exits
+                                                    with 0 where some could not be made, unless
+                                                    TRANSLATOR_MODELS_REQUIRED, so that the service starts with
+                                                    the others
     python -m model.pull --list                     the cached models: name, pairs, source, licence, size
     python -m model.pull --remove NAME...           cached models deleted
 
@@ -25,6 +29,8 @@ import argparse
 import errno
 import json
 import logging
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -35,6 +41,7 @@ from tqdm.auto import tqdm
 from core.folder import FolderConfig
 from core.model_cache import GIB, HOW, PULLED_FILE, Entry, ModelCache, NoSpace, PullError
 from model import argos_index
+from model.argos_index import Progress
 from model.out_folder import export as export_graphs
 
 log = logging.getLogger("model.pull")
@@ -44,6 +51,7 @@ log = logging.getLogger("model.pull")
 SPACE_PER_BYTE = {"argos": 12, "hub": 4}
 HUB_FILES = ["*.json", "*.spm", "*.model", "*.txt"]  # besides the weights: configuration and tokenizer files
 CONVERTIBLE = {"marian": "Marian (OPUS-MT)", "m2m_100": "M2M100 or NLLB-200"}
+FULL_BELOW = 2**20  # free bytes of a disk that is full (disk_full)
 
 
 # --- fetching -------------------------------------------------------------------------------------------------------
@@ -111,6 +119,16 @@ def weight_files(siblings: list) -> list:
     return safetensors or [s for s in siblings if s.rfilename == "pytorch_model.bin"]
 
 
+def full_disk(error: Exception) -> bool:
+    return isinstance(error, OSError) and error.errno == errno.ENOSPC
+
+
+def disk_full(folder: Path) -> bool:
+    """Whether the disk of `folder` has no room left: where a write that failed gave no errno, what it is put down
+    to. (A write fills a disk up to its last block before it fails.)"""
+    return shutil.disk_usage(folder).free < FULL_BELOW
+
+
 def network_errors() -> tuple[type[Exception], ...]:
     """What huggingface_hub raises when the network fails: OSError, and its HTTP client's transport errors (httpx's,
     or httpx2's in huggingface_hub 2)."""
@@ -131,6 +149,7 @@ def fetch_hub(entry: Entry, cache: ModelCache) -> tuple[Path, dict]:
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
+    from huggingface_hub.utils import filter_repo_objects
 
     hub_cache = cache.root / ".hub"
     unreachable = network_errors()
@@ -150,6 +169,8 @@ def fetch_hub(entry: Entry, cache: ModelCache) -> tuple[Path, dict]:
         raise PullError(f"{entry.text}: not in the cache {cache.root}, and the hub cannot be reached (offline, or "
                         "no network): pull it with the network (python -m model.pull) and start again") from None
     except unreachable as e:
+        if full_disk(e):
+            raise
         raise PullError(f"{entry.text}: the hub cannot be reached ({e}): check the network or HF_ENDPOINT, and start "
                         "again") from None
     kind = config.get("model_type")
@@ -162,21 +183,43 @@ def fetch_hub(entry: Entry, cache: ModelCache) -> tuple[Path, dict]:
     licence = hub_licence(info)
     log.info("%s: %s at %s, a %s model, licence: %s", entry.text, entry.repo, info.sha, CONVERTIBLE[kind], licence)
     cache.check_space(entry.text, SPACE_PER_BYTE["hub"] * sum(s.size or 0 for s in weights))
-    bar = reporter(cache, entry, "download", "files")
-
-    class Bar(tqdm):
-        def update(self, n: float | None = 1) -> bool | None:
-            shown = super().update(n)
-            bar(int(self.n), int(self.total or 0))
-            return shown
-
+    files = list(filter_repo_objects(info.siblings or [], allow_patterns=HUB_FILES + [s.rfilename for s in weights],
+                                     key=lambda s: s.rfilename))
     try:
-        folder = snapshot_download(entry.repo, revision=info.sha, cache_dir=hub_cache, tqdm_class=Bar,
-                                   allow_patterns=HUB_FILES + [s.rfilename for s in weights])
+        download_files(entry.repo, info.sha, files, hub_cache, reporter(cache, entry, "download", "B"))
+        folder = snapshot_download(entry.repo, revision=info.sha, cache_dir=hub_cache, local_files_only=True,
+                                   allow_patterns=[s.rfilename for s in files])
     except unreachable as e:
+        if full_disk(e):
+            raise
         raise PullError(f"{entry.text}: the download failed ({e}): check the network and start again (the download "
                         "resumes)") from None
     return Path(folder), {"source": "hub", "repo": entry.repo, "revision": info.sha, "licence": licence}
+
+
+def download_files(repo: str, revision: str, files: list, hub_cache: Path, report: Progress) -> None:
+    """Each file of the snapshot through huggingface_hub's hf_hub_download (resumed, checked by its ETag, kept in
+    its cache), one after the other; the bytes of them all reported as they arrive (huggingface_hub's own bar of
+    each file is not shown: `report` shows the whole)."""
+    from huggingface_hub import hf_hub_download
+
+    total = sum(s.size or 0 for s in files)
+    finished = 0  # the bytes of the files done
+
+    class FileBytes(tqdm):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **{**kwargs, "disable": True})
+            report(finished + int(self.n), total)  # a resumed download starts at its .incomplete file's size
+
+        def update(self, n: float | None = 1) -> bool | None:
+            self.n += n or 0  # disabled, tqdm would not count
+            report(finished + int(self.n), total)
+            return None
+
+    for sibling in files:
+        hf_hub_download(repo, sibling.rfilename, revision=revision, cache_dir=hub_cache, tqdm_class=FileBytes)
+        finished += sibling.size or 0
+        report(finished, total)
 
 
 # --- converting ---------------------------------------------------------------------------------------------------
@@ -207,6 +250,10 @@ def make(entry: Entry, cache: ModelCache, variants: list[str], index_url: str) -
             convert(entry, fetched, out)
         except ValueError as e:
             raise PullError(f"{entry.text}: cannot be served: {e}") from None
+        except RuntimeError:  # torch.save's, which says only that its stream failed: a full disk, or else
+            if disk_full(out):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out)) from None
+            raise
         cache.report(entry.text, "export")
         log.info("%s: exporting %s", entry.text, " ".join(variants))
         try:
@@ -233,7 +280,7 @@ def pull(text: str, cache: ModelCache, variants: list[str], index_url: str) -> P
             raise PullError(f"{entry.text}: converting it needs {e.name}: pip install '.[pull]' (or pull it where "
                             "that is installed, python -m model.pull, into the same TRANSLATOR_MODEL_CACHE)") from None
         except OSError as e:
-            if e.errno == errno.ENOSPC:
+            if full_disk(e):
                 raise PullError(f"{entry.text}: the disk of {cache.root} is full: free some space (python -m "
                                 "model.pull --remove NAME) or point TRANSLATOR_MODEL_CACHE at a larger disk") from None
             raise
@@ -275,15 +322,16 @@ def list_models(cache: ModelCache) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from service.models import exported_precisions
     from service.settings import Settings
 
     settings = Settings()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("names", nargs="*", help="the models to pull (see above)")
+    p.add_argument("names", nargs="*", help="the models to pull (see above); none: TRANSLATOR_MODELS's")
     p.add_argument("--cache", type=Path, default=settings.model_cache, help="the model cache (default: "
                    "TRANSLATOR_MODEL_CACHE's)")
-    p.add_argument("--variants", nargs="+", choices=["fp32", "int8", "fp16"], default=["fp32", "int8"],
-                   help="the precisions to export")
+    p.add_argument("--variants", nargs="+", choices=["fp32", "int8", "fp16"], default=exported_precisions(settings),
+                   help="the precisions to export (default: fp32, int8 and TRANSLATOR_PRECISION's)")
     p.add_argument("--index", default=settings.argos_index, help="the Argos Translate package index (default: "
                    "TRANSLATOR_ARGOS_INDEX's)")
     p.add_argument("--list", action="store_true", help="list the cached models")
@@ -298,14 +346,15 @@ def main(argv: list[str] | None = None) -> None:
             folder_name = name if cache.folder(name).is_dir() else Entry.parse(name).name
             print(f"{name}: removed" if cache.remove(folder_name) else f"{name}: not in {cache.root}")
         return
-    if not args.names:
-        p.error("name a model to pull, or give --list or --remove")
+    named = args.names or settings.models
     if "fp32" not in args.variants:
         args.variants.insert(0, "fp32")
-    folders = pull_all(args.names, cache, args.variants, args.index)
+    folders = pull_all(named, cache, args.variants, args.index)
     for folder in folders:
         print(f"{folder}: ready ({', '.join(f'{s}-{t}' for s, t in FolderConfig.load(folder).pairs[:6])})")
-    if len(folders) < len(args.names):
+    if not named:
+        print("no models named: give NAME..., or set TRANSLATOR_MODELS")
+    if len(folders) < len(named) and (args.names or settings.models_required):
         p.exit(2)
 
 

@@ -6,6 +6,7 @@ names both.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from service.settings import Settings
 
 log = logging.getLogger(__name__)
 SHOWN_PAIRS = 6  # of a log line's pairs
+CONVERTERS = ["torch", "huggingface_hub"]  # what model.pull needs beyond serving (pyproject's pull extra)
 
 
 def exported_precisions(settings: Settings) -> list[str]:
@@ -25,7 +27,15 @@ def exported_precisions(settings: Settings) -> list[str]:
 
 
 def pull(settings: Settings, names: list[str]) -> None:
-    """`python -m model.pull` of the entries not in the cache (it loads the converters: not in this process)."""
+    """`python -m model.pull` of the entries not in the cache (it loads the converters: not in this process); where
+    the converters are not installed (the serving image), one line for each entry saying where to pull it."""
+    if missing := [name for name in CONVERTERS if importlib.util.find_spec(name) is None]:
+        for name in names:
+            log.error("%s: not in the model cache %s, and this installation cannot make it (no %s): pull it where "
+                      "'.[pull]' is installed, into the same TRANSLATOR_MODEL_CACHE (python -m model.pull; docker "
+                      "compose: the models service does, before the translator starts)", name, settings.model_cache,
+                      ", ".join(missing))
+        return
     command = [sys.executable, "-m", "model.pull", *names, "--cache", str(settings.model_cache), "--index",
                settings.argos_index, "--variants", *exported_precisions(settings)]
     subprocess.run(command, check=False)

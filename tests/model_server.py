@@ -5,7 +5,8 @@ The hub's API as huggingface_hub's snapshot_download and model_info read it: GET
 HEAD and GET /REPO/resolve/REV/FILE (ETag, X-Repo-Commit, Content-Length; Range requests answered 206); unknown
 repositories and revisions answered as the hub answers them (404 with X-Error-Code). Any other file under /files/
 (an Argos index, .argosmodel packages) is served as it is, with Range requests. Every request is recorded, so that
-a test sees what was fetched; `cut` makes the next GET of a file stop halfway, as a dropped connection does.
+a test sees what was fetched; `cut` makes the next GET of a file stop halfway, as a dropped connection does;
+`sizeless` paths are answered without their size to HEAD, as some servers answer.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ class ModelServer:
         self.repos: dict[str, Repo] = {}
         self.files: dict[str, bytes] = {}  # /files/NAME
         self.requests: list[tuple[str, str, str | None]] = []  # method, path, Range header
+        self.authorizations: list[str | None] = []  # each request's Authorization header
         self.cut_next: set[str] = set()
+        self.sizeless: set[str] = set()  # paths whose HEAD answers without Content-Length, as some servers do
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
@@ -73,6 +76,7 @@ class ModelServer:
             def answer(self, body: bool) -> None:
                 path = unquote(urlparse(self.path).path)
                 server.requests.append((self.command, path, self.headers.get("Range")))
+                server.authorizations.append(self.headers.get("Authorization"))
                 if path.startswith("/files/") and path[7:] in server.files:
                     return self.send(server.files[path[7:]], body, path)
                 if match := TREE.fullmatch(path):
@@ -126,7 +130,8 @@ class ModelServer:
                 if start:
                     self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
                 self.send_header("Accept-Ranges", "bytes")
-                self.send_header("Content-Length", str(len(data) - start))
+                if body or path not in server.sizeless:
+                    self.send_header("Content-Length", str(len(data) - start))
                 self.end_headers()
                 if not body:
                     return

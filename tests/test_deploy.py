@@ -400,7 +400,8 @@ def test_dockerfile_installs_the_serving_dependency_set_of_the_readme_set_up():
     assert any(" -m service" in line for line in made.stdout.splitlines())
     readme_installs = {project_install(a, {"."}) for a in pip_installs(made.stdout.splitlines())} - {None}
 
-    stages = dockerfile_stages()
+    # the serving images' stages: the models target (compose's one-shot converter) installs the converters too
+    stages = {name: stage for name, stage in dockerfile_stages().items() if name != "models"}
     runs = [" ".join(c.value) for s in stages.values() for c in s.commands if c.cmd == "RUN"]
     # where the image has the project: the folder pyproject.toml is copied to
     project_dirs = {
@@ -510,7 +511,12 @@ def test_docker_compose_accepts_each_variant(variant):
         assert [d["capabilities"] for d in devices] == [["gpu"]] and devices[0]["driver"] == "nvidia"
     else:
         assert translator["build"]["target"] == "cpu" and not devices
+    # the one-shot converter of TRANSLATOR_MODELS: it runs once, and the translator starts after it has succeeded
+    assert services["models"]["restart"] == "no" and services["models"]["build"]["target"] == "models"
+    assert translator["depends_on"]["models"]["condition"] == "service_completed_successfully"
     for name, svc in services.items():
+        if name == "models":
+            continue
         assert svc["restart"] == "unless-stopped", name
         assert svc["healthcheck"]["test"][0] == "CMD", name
     for volume in config["volumes"]:  # named volumes are used, and only named ones are declared

@@ -9,14 +9,18 @@ Argos Translate package of random weights (bench.common.argos_package, as tests/
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import json
 import logging
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -29,6 +33,7 @@ pytest.importorskip("ctranslate2")
 
 from model_server import ModelServer, Repo  # noqa: E402
 from test_convert import write_marian, write_tokenizer  # noqa: E402
+from test_deploy import ROOT, answers_ready, running, wait_until  # noqa: E402
 
 from bench.common.argos_package import opennmt_vocabulary, random_spec, write_package, zip_package  # noqa: E402
 from core import model_cache as cache_module  # noqa: E402
@@ -37,7 +42,8 @@ from core.model_cache import PULLED_FILE, Entry, ModelCache, PullError  # noqa: 
 from model.pull import main as pull_main  # noqa: E402
 from model.pull import pull, pull_all  # noqa: E402
 from service import launch  # noqa: E402
-from service.settings import SHIPPED_MODELS  # noqa: E402
+from service import models as service_models  # noqa: E402
+from service.settings import SHIPPED_MODELS, Settings  # noqa: E402
 from service.translator import Translator  # noqa: E402
 
 VARIANTS = ["fp32"]
@@ -140,6 +146,21 @@ def test_an_unknown_pair_names_the_pairs_there_are(server: ModelServer, cache: M
         pull("en-xx", cache, VARIANTS, index_url(server))
 
 
+def test_a_package_that_ours_cannot_run_says_why(server: ModelServer, cache: ModelCache, tmp_path: Path):
+    """A package of relative positions, in the index as en-fr: one line with the reason, and no folder."""
+    with zipfile.ZipFile(io.BytesIO(server.files[PACKAGE])) as archive:
+        (tmp_path / "sentencepiece.model").write_bytes(archive.read("translate-en_de-1_0/sentencepiece.model"))
+    spec = random_spec(opennmt_vocabulary(tmp_path / "sentencepiece.model"), with_relative_position=True, table=False)
+    package = write_package(tmp_path / "translate-en_fr-1_0", spec, tmp_path / "sentencepiece.model", to_code="fr")
+    server.files["fr.argosmodel"] = zip_package(package).read_bytes()
+    index = json.loads(server.files["index.json"])
+    index.append({"from_code": "en", "to_code": "fr", "links": [f"{server.url}/files/fr.argosmodel"]})
+    server.files["index.json"] = json.dumps(index).encode()
+    with pytest.raises(PullError, match="^en-fr: cannot be served: .* cannot be converted: it has relative positions"):
+        pull("en-fr", cache, VARIANTS, index_url(server))
+    assert cache.models() == [] and [p.name for p in cache.root.iterdir() if p.name.endswith(".partial")] == []
+
+
 def test_a_bad_checksum_is_refused_and_nothing_is_kept(server: ModelServer, cache: ModelCache):
     server.files[PACKAGE] = server.files[PACKAGE][:-1] + b"!"
     with pytest.raises(PullError, match="en-de: the download failed .*SHA-256"):
@@ -199,6 +220,39 @@ def test_a_hub_model_is_fetched_by_huggingface_hub_and_served(server: ModelServe
     assert translates(folder)
 
 
+def test_hub_downloads_report_their_bytes(server: ModelServer, cache: ModelCache, caplog: pytest.LogCaptureFixture,
+                                         monkeypatch: pytest.MonkeyPatch):
+    """The download's progress (the bar's, the log's tenths, /health's through the cache's progress file) counts the
+    bytes of every file fetched, a dropped and retried one once."""
+    caplog.set_level(logging.INFO, "model.pull")
+    reports = []
+    report = ModelCache.report
+    monkeypatch.setattr(ModelCache, "report", lambda self, entry, stage, done=0, total=0: (
+        reports.append((stage, done, total)), report(self, entry, stage, done, total)))
+    repo = server.repos[MARIAN_REPO]
+    weights = f"/{MARIAN_REPO}/resolve/{repo.sha}/model.safetensors"
+    server.cut(weights)
+    monkeypatch.setattr("huggingface_hub.constants.DOWNLOAD_CHUNK_SIZE", 2**16)  # the hub's files come in chunks
+    pull(MARIAN_REPO, cache, VARIANTS, index_url(server))
+    assert sum(method == "GET" and path == weights for method, path, _ in server.requests) == 2  # dropped, retried
+    fetched = {path.rsplit("/", 1)[-1] for method, path, _ in server.requests
+               if method == "GET" and "/resolve/" in path}
+    total = sum(len(repo.files[name]) for name in fetched)
+    downloads = [(done, all_) for stage, done, all_ in reports if stage == "download"]
+    assert {all_ for _, all_ in downloads} == {total} and downloads[-1][0] == total
+    dones = [done for done, _ in downloads]
+    assert dones == sorted(dones) and len(set(dones)) > len(fetched)  # each file's chunks, not only whole files
+    assert f"{MARIAN_REPO}: download 100 % of {total / 2**20:.1f} MiB" in caplog.text
+
+
+def test_a_token_reaches_the_hub(server: ModelServer, cache: ModelCache, monkeypatch: pytest.MonkeyPatch):
+    """HF_TOKEN, as huggingface_hub reads it: every request to the hub carries it (private and gated models)."""
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    pull(MARIAN_REPO, cache, VARIANTS, index_url(server))
+    hub = [auth for (_, path, _), auth in zip(server.requests, server.authorizations) if MARIAN_REPO in path]
+    assert hub and set(hub) == {"Bearer hf_test_token"}
+
+
 def test_a_pinned_revision_and_an_unknown_one(server: ModelServer, cache: ModelCache):
     sha = server.repos[MARIAN_REPO].sha
     assert pull(f"{MARIAN_REPO}@{sha}", cache, VARIANTS, index_url(server)).is_dir()
@@ -253,6 +307,23 @@ def test_the_command_pulls_lists_and_removes(server: ModelServer, cache: ModelCa
     assert exit_.value.code == 2 and cache.models() == [cache.folder("argos-en-de")]
 
 
+def test_the_command_without_names_pulls_the_setting_s_as_the_service_would(
+        server: ModelServer, cache: ModelCache, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
+    """compose's models service: TRANSLATOR_MODELS pulled; one that fails exits 2 only with
+    TRANSLATOR_MODELS_REQUIRED, so that the translator, which waits for it to succeed, starts with the others."""
+    monkeypatch.setenv("TRANSLATOR_ARGOS_INDEX", index_url(server))
+    monkeypatch.setenv("TRANSLATOR_MODELS", "en-xx,en-de")
+    pull_main(["--cache", str(cache.root), "--variants", "fp32"])
+    assert "argos-en-de: ready (en-de)" in capsys.readouterr().out
+    monkeypatch.setenv("TRANSLATOR_MODELS_REQUIRED", "true")
+    with pytest.raises(SystemExit) as exit_:
+        pull_main(["--cache", str(cache.root), "--variants", "fp32"])
+    assert exit_.value.code == 2
+    monkeypatch.setenv("TRANSLATOR_MODELS", "")
+    pull_main(["--cache", str(cache.root)])
+    assert "no models named" in capsys.readouterr().out
+
+
 def test_weights_are_unchanged_by_the_cache(server: ModelServer, cache: ModelCache, marian_repo: Path):
     """The hub's snapshot is the repository's files, byte for byte."""
     pull(MARIAN_REPO, cache, VARIANTS, index_url(server))
@@ -267,7 +338,7 @@ def test_weights_are_unchanged_by_the_cache(server: ModelServer, cache: ModelCac
 
 def start_log(tmp_path: Path, server: ModelServer, monkeypatch: pytest.MonkeyPatch, **settings: object):
     """`python -m service` with the shipped models and TRANSLATOR_MODELS from the stand-in: the /health bodies seen
-    while it starts, and its log once ready."""
+    while it starts (each with the status /ready answered just after), and its log once ready."""
     port = launch.free_port()
     monkeypatch.setattr(launch, "free_port", lambda: port)
     seen, ready = [], threading.Event()
@@ -275,7 +346,8 @@ def start_log(tmp_path: Path, server: ModelServer, monkeypatch: pytest.MonkeyPat
     def poll() -> None:
         while not ready.is_set():
             try:
-                seen.append(httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).json())
+                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).json()
+                seen.append(health | {"ready": httpx.get(f"http://127.0.0.1:{port}/ready", timeout=1).status_code})
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)
@@ -299,8 +371,11 @@ def test_named_models_are_served_at_the_first_start(tmp_path: Path, server: Mode
     """The Argos pair is pulled while /health reports it; the unknown pair gets one line and the service starts
     with the rest; the pulled en-de serves en-de, and the line names the shipped folder that also has it."""
     seen, log, languages = start_log(tmp_path, server, monkeypatch, models="en-xx,en-de")
-    stages = {body["pulling"]["stage"] for body in seen if "pulling" in body}
-    assert {"download", "convert", "export"} & stages, seen[-5:]
+    pulling = [body for body in seen if body.get("pulling")]
+    assert {"download", "convert", "export"} & {body["pulling"]["stage"] for body in pulling}, seen[-5:]
+    assert {body["ready"] for body in pulling} == {503}
+    downloads = [body["pulling"] for body in pulling if body["pulling"]["stage"] == "download"]
+    assert all(0 <= d["done"] <= d["total"] == len(server.files[PACKAGE]) for d in downloads), downloads
     assert [line for line in log.splitlines() if "en-xx: the Argos Translate index has no package en-xx" in line]
     cached = tmp_path / "cache" / "argos-en-de"
     assert re.search(f"{cached} serves en-de, which {SHIPPED_MODELS / 'en-de'} also translates", log), log[-3000:]
@@ -327,7 +402,99 @@ def test_required_models_refuse_to_start(tmp_path: Path, server: ModelServer):
         "does not start" in output
 
 
+def test_without_the_converters_a_missing_model_says_where_to_pull_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      caplog: pytest.LogCaptureFixture):
+    """The serving image has no torch: there a named model missing from the cache is not pulled (the models service
+    of compose pulls it first); one line names it and says where to pull it."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "torch" else find_spec(name))
+    monkeypatch.setattr(service_models.subprocess, "run", lambda *args, **kwargs: pytest.fail("model.pull was run"))
+    settings = Settings(models=["en-de"], model_cache=tmp_path / "cache")
+    assert service_models.named_folders(settings) == []
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors[0].startswith(f"en-de: not in the model cache {tmp_path / 'cache'}, and this installation cannot "
+                                "make it (no torch): pull it where '.[pull]' is installed"), errors
+    assert errors[1].startswith("TRANSLATOR_MODELS: en-de not served")
+
+
 def test_an_unreachable_hub_says_what_to_do(cache: ModelCache, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", "http://127.0.0.1:9")
     with pytest.raises(PullError, match=f"{MARIAN_REPO}: the hub cannot be reached .*check the network or HF_ENDPOINT"):
         pull(MARIAN_REPO, cache, VARIANTS, "http://127.0.0.1:9/index.json")
+
+
+# --- a disk that fills during a pull ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_disk() -> Callable[..., list[str]]:
+    """The command line that runs a shell script on a disk of `size` bytes mounted at `folder`: a tmpfs in a mount
+    namespace of the script's own (unshare), so that writes past its size fail with the kernel's ENOSPC."""
+    def command(size: int, folder: Path, script: str) -> list[str]:
+        folder.mkdir(parents=True, exist_ok=True)
+        return ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+                f"mount -t tmpfs -o size={size} tmpfs {folder} && {script}"]
+
+    probe = subprocess.run(command(2**16, Path(tempfile.mkdtemp()), "true"), capture_output=True, text=True)
+    if probe.returncode:
+        pytest.skip(f"no small disk can be made here (unshare and mount of a tmpfs): {probe.stderr.strip()}")
+    return command
+
+
+def full_disk_line(entry: str, cache: Path) -> str:
+    return (f"{entry}: the disk of {cache} is full: free some space (python -m model.pull --remove NAME) or point "
+            "TRANSLATOR_MODEL_CACHE at a larger disk")
+
+
+# The room left beside the package's download: none (the download itself fills the disk), less than model.pt
+# (the conversion does), less than model.pt and the first graph (the export does).
+ROOM = {"download": None, "convert": 2**19, "export": 3 * 2**19}
+
+
+@pytest.mark.parametrize("stage", list(ROOM))
+def test_a_disk_that_fills_during_a_pull_leaves_no_half_folder(stage: str, server: ModelServer, tmp_path: Path,
+                                                              small_disk: Callable[..., list[str]]):
+    """The index's server gives no size, so the check of free space cannot see it coming; the disk fills at each
+    stage in turn: one line names the entry and what to do, and the cache holds no folder of it."""
+    package = server.files[PACKAGE]
+    server.sizeless.add(f"/files/{PACKAGE}")
+    room = ROOM[stage]
+    cache = tmp_path / "cache"
+    script = (f"{sys.executable} -m model.pull en-de --cache {cache} --index {index_url(server)} --variants fp32 int8;"
+              f" echo exit $?; ls -A {cache}; ls -l {cache}/.downloads")
+    done = subprocess.run(small_disk(len(package) // 2 if room is None else len(package) + room, cache, script),
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    out, err = done.stdout, done.stderr
+    assert "exit 2" in out, out + err
+    assert [line for line in err.splitlines() if "full" in line] == [full_disk_line("en-de", cache)], err
+    assert "Traceback" not in err, err
+    assert ("en-de: converting" in err) == (stage != "download") and ("exporting" in err) == (stage == "export"), err
+    listed = out.split("exit 2", 1)[1].split()
+    assert "argos-en-de" not in listed and ".argos-en-de.partial" not in listed, out
+    if stage == "download":  # the part that was written stays, for the download to resume once there is room
+        assert f"{PACKAGE}.part" in out
+    else:
+        assert f" {len(package)} " in out and PACKAGE in out  # the download, whole and checked
+
+
+def test_on_a_full_disk_the_service_starts_with_the_others_or_refuses(server: ModelServer, tmp_path: Path,
+                                                                       small_disk: Callable[..., list[str]]):
+    server.sizeless.add(f"/files/{PACKAGE}")
+    cache = tmp_path / "cache"
+    settings = {"models": "en-de", "model_cache": cache, "argos_index": index_url(server), "http_workers": 1,
+                "provider": "cpu", "threads": 1, "data_dir": tmp_path / "data"}
+    size = len(server.files[PACKAGE]) // 2
+
+    env = launch.service_env(SHIPPED_MODELS, launch.free_port(), settings | {"models_required": "true"})
+    done = subprocess.run(small_disk(size, cache, f"exec {sys.executable} -m service"), env=env, capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    assert done.returncode != 0 and full_disk_line("en-de", cache) in done.stdout + done.stderr
+    assert "TRANSLATOR_MODELS_REQUIRED: the service does not start" in done.stdout + done.stderr
+
+    port = launch.free_port()
+    log = tmp_path / "service.log"
+    command = small_disk(size, cache, f"exec {sys.executable} -m service")
+    with running(command, launch.service_env(SHIPPED_MODELS, port, settings), log) as proc:
+        wait_until(lambda: answers_ready(f"http://127.0.0.1:{port}/ready"), proc, log, "the start", timeout=300)
+        languages = {language["code"] for language in httpx.get(f"http://127.0.0.1:{port}/languages").json()}
+    assert languages >= {"en", "de"} and full_disk_line("en-de", cache) in log.read_text()

@@ -106,15 +106,16 @@ def random_spec(vocabulary: list[str], seed: int = 0, table: bool = True, separa
 
 
 def write_package(folder: Path, spec: transformer_spec.TransformerSpec, sentencepiece_model: Path,
-                  quantization: str | None = "int8", **metadata) -> Path:
-    """An installed package: metadata.json, model/ (as ctranslate2's Converter.convert saves a spec),
-    sentencepiece.model."""
+                  quantization: str | None = "int8", tokenizer_file: str = "sentencepiece.model",
+                  **metadata) -> Path:
+    """An installed package: metadata.json, model/ (as ctranslate2's Converter.convert saves a spec), and the
+    tokenizer's model as tokenizer_file (sentencepiece.model; or bpe.model, subword-nmt's merges)."""
     folder.mkdir(parents=True)
     spec.validate()
     spec.optimize(quantization=quantization)
     (folder / "model").mkdir()
     spec.save(str(folder / "model"))
-    shutil.copy(sentencepiece_model, folder / "sentencepiece.model")
+    shutil.copy(sentencepiece_model, folder / tokenizer_file)
     (folder / "metadata.json").write_text(json.dumps(METADATA | metadata))
     return folder
 

@@ -133,7 +133,7 @@ class PullProgress(BaseModel):
 
     entry: str
     stage: str  # download, convert, export
-    done: int  # bytes (files, from the hub) done, of total (0: unknown)
+    done: int  # bytes downloaded of total (0: unknown); convert and export report none
     total: int
 
 
