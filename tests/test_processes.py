@@ -18,9 +18,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from client import TIMEOUT, assert_error, body, metrics, translate
 
 from service.launch import RunningService, running_service
-from tests.client import TIMEOUT, assert_error, body, metrics, translate
 
 WORKERS = 2
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from client import assert_error, metrics
 
 from bench.common.defaults import REPO
 from bench.common.postgres import Postgres
 from bench.serving.exact_limits import by_window, running_stand_in, windowed_answers
 from service.launch import RunningService
-from tests.client import assert_error, metrics
 
 STORE_DOWN = "The store of keys, limits and files is unavailable"
 
