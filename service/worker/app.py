@@ -113,6 +113,7 @@ def create_app(
             loading.cancel()
         else:
             await state.drain()
+        await asyncio.to_thread(state.access.close)
         store.close()
 
     app = FastAPI(
