@@ -25,7 +25,7 @@ from service.store.keys import (
     totals,
     usage,
 )
-from service.store.limits import Limit, Window, count, fixed_window, month_window, take, take_each
+from service.store.limits import Limit, Window, count, fixed_window, month_window, sweep, take, take_each
 from service.store.tables import Counter, KeptFile
 from service.worker.files import TranslatedFiles
 
@@ -233,9 +233,9 @@ def test_a_file_is_not_kept_when_the_store_is_unavailable(tmp_path: Path):
     assert list((tmp_path / "files").iterdir()) == []
 
 
-def test_counters_of_ended_windows_are_swept(store: Store, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr("service.store.limits.SWEEP_CHANCE", 1.0)
+def test_counters_of_ended_windows_are_swept(store: Store):
     with store.transaction() as session:
         take(session, "ip:a", [(Limit("minute", 5, Window(0, 60)), 1)])
         take(session, "ip:a", [(Limit("minute", 5, Window(60, 120)), 1)])
+        sweep(session, 100)
         assert session.scalars(select(Counter.start)).all() == [60]

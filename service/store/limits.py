@@ -13,7 +13,6 @@ are read and written under those locks, which the transaction holds until it end
 from __future__ import annotations
 
 import functools
-import random
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -24,7 +23,7 @@ from service.store.tables import Counter
 
 COLUMNS = ("subject", "kind", "start", "ends", "count", "most")  # Counter's
 DAY_S = 86400
-SWEEP_CHANCE = 1 / 256  # of a take also deleting the counters of windows that have ended
+SWEEP_CHANCE = 1 / 256  # of a batch first deleting the counters of windows that have ended (sweep())
 
 
 @dataclass(frozen=True)
@@ -74,10 +73,7 @@ def counted(session: Session | Connection, subject: str, wanted: list[tuple[Limi
     the limit; an amount over the limit alone must not be asked), in one statement: the counts added to, by kind."""
     values = {f"{column}_{i}": value for i, (limit, amount) in enumerate(wanted) for column, value in zip(
         COLUMNS, (subject, limit.kind, limit.window.start, limit.window.ends, amount, limit.most))}
-    counts = {kind: count for kind, count in session.execute(counting_statement(len(wanted), within), values)}
-    if random.random() < SWEEP_CHANCE:
-        session.execute(delete(Counter).where(Counter.ends <= min(limit.window.start for limit, _ in wanted)))
-    return counts
+    return {kind: count for kind, count in session.execute(counting_statement(len(wanted), within), values)}
 
 
 def take_each(session: Session | Connection, subject: str,
@@ -115,6 +111,12 @@ def take(session: Session | Connection, subject: str, wanted: list[tuple[Limit, 
     if wanted:
         counted(session, subject, wanted, within=False)
     return None
+
+
+def sweep(session: Session | Connection, before: float) -> None:
+    """Delete the counters of windows that ended before `before`: at a batch's start, before it locks any row, so
+    that it waits for no other batch's rows while it holds its own."""
+    session.execute(delete(Counter).where(Counter.ends <= before))
 
 
 def count(session: Session, subject: str, limit: Limit) -> int:

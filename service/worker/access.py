@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import time
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from service.settings import Settings
 from service.store import Store
 from service.store.batches import Batches
 from service.store.keys import KeyCheck, Limits, check_key, check_keys, record_use
-from service.store.limits import DAY_S, Limit, fixed_window, month_window, take, take_each
+from service.store.limits import DAY_S, SWEEP_CHANCE, Limit, fixed_window, month_window, sweep, take, take_each
 from service.worker.errors import Forbidden, RequestError
 
 
@@ -101,6 +102,8 @@ class Access:
         (a key or an address: one statement while its requests fit). Rows are locked in one order, usage by key id
         then counters by subject, so that two workers' batches never wait for each other in a cycle."""
         now = time.time()
+        if random.random() < SWEEP_CHANCE:
+            sweep(connection, now - self.settings.limit_window_s)  # windows a while over: none is taken from again
         keys = {asked.key for asked in batch if asked.key} if self.settings.keys_required else set()
         answers = self.clients(batch, self.known(connection, keys, now) if keys else {})
         admitted = [(answer, asked.used) for answer, asked in zip(answers, batch) if isinstance(answer, Client)]
