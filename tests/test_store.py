@@ -25,7 +25,7 @@ from service.store.keys import (
     totals,
     usage,
 )
-from service.store.limits import Limit, Window, count, fixed_window, month_window, take
+from service.store.limits import Limit, Window, count, fixed_window, month_window, sweep, take, take_each
 from service.store.tables import Counter, KeptFile
 from service.worker.files import TranslatedFiles
 
@@ -117,6 +117,26 @@ def test_a_request_over_one_limit_takes_nothing_from_the_others(store: Store):
         assert (count(session, "key:1", minute), count(session, "key:1", chars)) == (2, 100)
         assert take(session, "key:1", [(chars, 5)], within=False) is None  # a document's, once known
         assert count(session, "key:1", chars) == 105
+
+
+def test_requests_taken_together_are_taken_whole_and_in_order(store: Store):
+    """A batch's requests of one subject: their sums at once while they fit; else each in order while it fits,
+    all of a request's or none (what the sums took of a limit that fit is given back)."""
+    now = time.time()
+    minute, chars = Limit("minute", 10, fixed_window(now, 60)), Limit("chars", 100, month_window(now))
+
+    def counts(session) -> tuple[int, int]:
+        return count(session, "key:1", minute), count(session, "key:1", chars)
+
+    with store.transaction() as session:
+        assert take_each(session, "key:1", [[(minute, 1), (chars, 30)], [(minute, 1), (chars, 60)]]) == [None, None]
+        assert counts(session) == (2, 90)
+        # the sums fit the minute's limit but not the characters': the minute's count is taken, then given back
+        assert take_each(session, "key:1", [[(minute, 1), (chars, 5)], [(minute, 1), (chars, 20)],
+                                            [(minute, 1), (chars, 5)]]) == [None, chars, None]
+        assert counts(session) == (4, 100)
+        assert take_each(session, "key:1", [[(minute, 1), (chars, 0)]] * 7) == [None] * 6 + [minute]
+        assert counts(session) == (10, 100)
 
 
 def test_windows(store: Store):
@@ -213,9 +233,9 @@ def test_a_file_is_not_kept_when_the_store_is_unavailable(tmp_path: Path):
     assert list((tmp_path / "files").iterdir()) == []
 
 
-def test_counters_of_ended_windows_are_swept(store: Store, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr("service.store.limits.SWEEP_CHANCE", 1.0)
+def test_counters_of_ended_windows_are_swept(store: Store):
     with store.transaction() as session:
         take(session, "ip:a", [(Limit("minute", 5, Window(0, 60)), 1)])
         take(session, "ip:a", [(Limit("minute", 5, Window(60, 120)), 1)])
+        sweep(session, 100)
         assert session.scalars(select(Counter.start)).all() == [60]

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-from sqlalchemy import Date, bindparam, func, select, text
+from sqlalchemy import Connection, Date, TextClause, bindparam, func, select, text
 from sqlalchemy.orm import Session
 
 from service.store.tables import ApiKey, Usage, UtcDateTime
@@ -65,13 +66,19 @@ class KeyCheck:
     limits: Limits
 
 
-CHECK_KEY = select(ApiKey.id, ApiKey.revoked, ApiKey.req_limit, ApiKey.daily_req_limit,
-                   ApiKey.monthly_char_limit).where(ApiKey.digest == bindparam("digest"))
+CHECK_KEYS = select(ApiKey.digest, ApiKey.id, ApiKey.revoked, ApiKey.req_limit, ApiKey.daily_req_limit,
+                    ApiKey.monthly_char_limit).where(ApiKey.digest.in_(bindparam("digests", expanding=True)))
 
 
-def check_key(session: Session, key: str) -> KeyCheck | None:
-    row = session.execute(CHECK_KEY, {"digest": digest(key)}).one_or_none()
-    return None if row is None else KeyCheck(row[0], row[1], Limits(*row[2:]))
+def check_keys(session: Session | Connection, keys: Iterable[str]) -> dict[str, KeyCheck]:
+    """The keys of `keys` that the store knows, in one statement."""
+    named = {digest(key): key for key in keys}
+    return {named[row[0]]: KeyCheck(row[1], row[2], Limits(*row[3:]))
+            for row in session.execute(CHECK_KEYS, {"digests": list(named)})}
+
+
+def check_key(session: Session | Connection, key: str) -> KeyCheck | None:
+    return check_keys(session, [key]).get(key)
 
 
 def named_keys(session: Session, ref: str) -> list[ApiKey]:
@@ -90,20 +97,29 @@ def revoke(session: Session, row: ApiKey) -> None:
     row.revoked = row.revoked or now()
 
 
-# SQL that SQLite and PostgreSQL read alike, compiled once (it is on every keyed request's path)
-RECORD_USE = text(
-    "INSERT INTO usage (key_id, day, requests, characters, last_used) VALUES (:key_id, :day, :requests, :characters, "
-    ":last_used) ON CONFLICT (key_id, day) DO UPDATE SET requests = usage.requests + excluded.requests, "
-    "characters = usage.characters + excluded.characters, last_used = excluded.last_used"
-).bindparams(bindparam("day", type_=Date), bindparam("last_used", type_=UtcDateTime))
+def record_statement(unless_revoked: bool) -> TextClause:
+    """record_use()'s statement: SQL that SQLite and PostgreSQL read alike, compiled once (it is on every keyed
+    request's path)."""
+    where = "id = :key_id AND revoked IS NULL" if unless_revoked else "id = :key_id"
+    return text(
+        "INSERT INTO usage (key_id, day, requests, characters, last_used) SELECT id, :day, :requests, :characters, "
+        f":last_used FROM api_keys WHERE {where} ON CONFLICT (key_id, day) DO UPDATE SET requests = usage.requests "
+        "+ excluded.requests, characters = usage.characters + excluded.characters, last_used = excluded.last_used "
+        "RETURNING key_id"
+    ).bindparams(bindparam("day", type_=Date), bindparam("last_used", type_=UtcDateTime))
 
 
-def record_use(session: Session, key_id: int, requests: int, characters: int) -> None:
+RECORD_USE = {unless_revoked: record_statement(unless_revoked) for unless_revoked in (False, True)}
+
+
+def record_use(session: Session | Connection, key_id: int, requests: int, characters: int,
+               unless_revoked: bool = False) -> bool:
     """`requests` requests (or none: characters known later, as a document's) of `characters` characters, today
-    (UTC), and the key's last use."""
+    (UTC), and the key's last use; whether they were counted (not if `unless_revoked` and the key is revoked)."""
     when = now()
-    session.execute(RECORD_USE, {"key_id": key_id, "day": when.date(), "requests": requests,
-                                             "characters": characters, "last_used": when})
+    values = {"key_id": key_id, "day": when.date(), "requests": requests, "characters": characters,
+              "last_used": when}
+    return session.execute(RECORD_USE[unless_revoked], values).first() is not None
 
 
 def last_uses(session: Session) -> dict[int, datetime]:

@@ -1,22 +1,31 @@
 """Who a request is and whether it may go on: its key (when keys are on: 403 for an unknown or revoked one), its
 limits (429 with Retry-After), and what it used. Everything is counted in the store, which every worker and
 replica shares; with keys and limits off, the store is not asked at all.
+
+The requests that a worker asks to admit while its last batch runs are admitted together (service.store.batches):
+one transaction for all of them, one statement for each key's usage (which also finds a revoked key revoked at
+once) and one for each subject's limits while its requests fit. A worker reads a key's id and limits once a
+KEY_TRUST_S. Every count is the store's and committed before the request goes on, so the limits stay exact and
+the usage never lags.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import random
 import time
 from dataclasses import dataclass
 
 from fastapi import Request
+from sqlalchemy import Connection
 
 from service.metrics import Metrics
 from service.settings import Settings
 from service.store import Store
-from service.store.keys import KeyCheck, Limits, check_key, record_use
-from service.store.limits import DAY_S, Limit, fixed_window, month_window, take
+from service.store.batches import Batches
+from service.store.keys import KeyCheck, Limits, check_key, check_keys, record_use
+from service.store.limits import DAY_S, SWEEP_CHANCE, Limit, fixed_window, month_window, sweep, take, take_each
 from service.worker.errors import Forbidden, RequestError
 
 
@@ -31,6 +40,8 @@ class TooManyRequests(RequestError):
         self.headers = {"Retry-After": str(max(1, math.ceil(limit.window.ends - now)))}
 
 
+KEY_TRUST_S = 60  # how long a worker trusts what it read of a key (its id and limits; whether it is revoked is read
+# with every request's usage)
 WORDS = {"minute": "requests per minute", "day": "requests per day", "chars": "characters per month"}
 
 
@@ -40,7 +51,7 @@ class Client:
 
     owner: str
     key_id: int | None = None
-    limits: Limits = Limits()  # the key's
+    limits: Limits = Limits()  # its key's, or those of clients without a key
 
     @classmethod
     def of_key(cls, key: KeyCheck) -> Client:
@@ -57,40 +68,100 @@ def characters(text: object) -> int:
     return sum(len(one) for one in (text if isinstance(text, list) else [text]) if isinstance(one, str))
 
 
+@dataclass(frozen=True)
+class Asked:
+    """A request to admit: the key it names (None if none), its address, the characters of its text."""
+
+    key: str | None
+    where: str
+    used: int
+
+
 class Access:
     def __init__(self, settings: Settings, store: Store, metrics: Metrics):
         self.settings = settings
         self.store = store
         self.metrics = metrics
+        self.batches: Batches[Asked, Client] = Batches(store, self._admit)
+        self.keys: dict[str, tuple[KeyCheck, float]] = {}  # a known key, and until when its id and limits are trusted
 
     async def admit(self, request: Request, key: object, used: int) -> Client:
         """The request's client, once its key and limits allow it (Forbidden, TooManyRequests, StoreUnavailable):
         `key` as the request names it, `used` the characters of its text."""
         if not self.settings.limits_on:
             return Client(f"ip:{address(request)}")
-        client = await asyncio.to_thread(self._admit, key if isinstance(key, str) else None, address(request), used)
+        client = await self.batches.ask(Asked(key if isinstance(key, str) and key else None, address(request), used))
         if client.key_id is not None:
             self.metrics.key_requests.inc()
             self.metrics.key_characters.inc(used)
         return client
 
-    def _admit(self, key: str | None, where: str, used: int) -> Client:
-        """In one transaction: the key, every limit's count, the key's usage."""
+    def _admit(self, connection: Connection, batch: list[Asked]) -> list[Client | RequestError]:
+        """In the batch's transaction (the batches' thread alone runs it): the clients, their keys' usage, which
+        also says whether each key is still unrevoked (one statement a key), then the limits' counts of each subject
+        (a key or an address: one statement while its requests fit). Rows are locked in one order, usage by key id
+        then counters by subject, so that two workers' batches never wait for each other in a cycle."""
         now = time.time()
-        with self.store.transaction() as session:
-            if self.settings.keys_required:
-                found = known(check_key(session, key) if key else None)
-                client, limits = Client.of_key(found), self.limits(now, found.limits)
-            else:
-                client = Client(f"ip:{where}")
-                limits = self.limits(now, Limits(self.settings.anonymous_req_limit or None,
-                                                 self.settings.anonymous_daily_req_limit or None))
-            if over := take(session, client.owner, [(limit, used if limit.kind == "chars" else 1) for limit in limits]):
-                self.metrics.limited.labels(over.kind).inc()
-                raise TooManyRequests(over, now)  # the transaction rolls back: nothing counted
-            if client.key_id is not None:
-                record_use(session, client.key_id, 1, used)
-        return client
+        if random.random() < SWEEP_CHANCE:
+            sweep(connection, now - self.settings.limit_window_s)  # windows a while over: none is taken from again
+        keys = {asked.key for asked in batch if asked.key} if self.settings.keys_required else set()
+        answers = self.clients(batch, self.known(connection, keys, now) if keys else {})
+        admitted = [(answer, asked.used) for answer, asked in zip(answers, batch) if isinstance(answer, Client)]
+        revoked = {key_id for key_id, (requests, used) in usage(admitted).items()
+                   if not record_use(connection, key_id, requests, used, unless_revoked=True)}
+        for i, answer in enumerate(answers):
+            if isinstance(answer, Client) and answer.key_id in revoked:
+                answers[i] = Forbidden("API key revoked")
+        self.keys = {key: known for key, known in self.keys.items() if known[0].id not in revoked}
+        refused = self.take_limits(connection, batch, answers, now)
+        for key_id, (requests, used) in usage(refused).items():  # their usage given back
+            record_use(connection, key_id, -requests, -used)
+        return answers
+
+    def known(self, connection: Connection, keys: set[str], now: float) -> dict[str, KeyCheck]:
+        """The keys of `keys` that the store knows: what this worker read of them in the last KEY_TRUST_S seconds,
+        the others read in one statement (a revoked key is found revoked by record_use)."""
+        found = {key: self.keys[key][0] for key in keys if key in self.keys and self.keys[key][1] >= now}
+        if missing := keys - set(found):
+            found |= check_keys(connection, missing)
+            self.keys |= {key: (found[key], now + KEY_TRUST_S) for key in missing
+                          if key in found and found[key].revoked is None}
+        return found
+
+    def clients(self, batch: list[Asked], found: dict[str, KeyCheck]) -> list[Client | RequestError]:
+        """Whose each request is, with its limits: its key's (when keys are on: Forbidden if unknown or revoked),
+        else its address's."""
+        if not self.settings.keys_required:
+            anonymous = Limits(self.settings.anonymous_req_limit or None,
+                               self.settings.anonymous_daily_req_limit or None)
+            return [Client(f"ip:{asked.where}", limits=anonymous) for asked in batch]
+        answers: list[Client | RequestError] = []
+        for asked in batch:
+            try:
+                answers.append(Client.of_key(known(found.get(asked.key) if asked.key else None)))
+            except Forbidden as refused:
+                answers.append(refused)
+        return answers
+
+    def take_limits(self, connection: Connection, batch: list[Asked], answers: list[Client | RequestError],
+                    now: float) -> list[tuple[Client, int]]:
+        """Each client's limits taken, subject by subject; the answers of those refused become TooManyRequests:
+        their clients and characters."""
+        by_subject: dict[str, list[int]] = {}
+        for i, answer in enumerate(answers):
+            if isinstance(answer, Client):
+                by_subject.setdefault(answer.owner, []).append(i)
+        refused: list[tuple[Client, int]] = []
+        for subject in sorted(by_subject):
+            client, indexes = answers[by_subject[subject][0]], by_subject[subject]
+            limits = self.limits(now, client.limits)
+            wanted = [[(limit, batch[i].used if limit.kind == "chars" else 1) for limit in limits] for i in indexes]
+            for i, over in zip(indexes, take_each(connection, subject, wanted)):
+                if over:
+                    self.metrics.limited.labels(over.kind).inc()
+                    refused.append((client, batch[i].used))
+                    answers[i] = TooManyRequests(over, now)
+        return refused
 
     def limits(self, now: float, limits: Limits) -> list[Limit]:
         """The limits that apply now."""
@@ -115,13 +186,27 @@ class Access:
             return
 
         def count() -> None:
-            with self.store.transaction() as session:
+            with self.store.transaction() as session:  # usage, then counters: the order of _admit's locks
                 record_use(session, client.key_id, 0, used)
                 take(session, client.owner, [(limit, used) for limit in self.limits(time.time(), client.limits)
                                              if limit.kind == "chars"], within=False)
 
         await asyncio.to_thread(count)
         self.metrics.key_characters.inc(used)
+
+    def close(self) -> None:
+        self.batches.close()
+
+
+def usage(admitted: list[tuple[Client, int]]) -> dict[int, tuple[int, int]]:
+    """The requests and characters of each key among `admitted` (clients and their characters), by key id in
+    order."""
+    counts: dict[int, tuple[int, int]] = {}
+    for client, used in admitted:
+        if client.key_id is not None:
+            requests, characters = counts.get(client.key_id, (0, 0))
+            counts[client.key_id] = (requests + 1, characters + used)
+    return dict(sorted(counts.items()))
 
 
 def known(found: KeyCheck | None) -> KeyCheck:

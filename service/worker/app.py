@@ -118,6 +118,7 @@ def create_app(
         else:
             await documents.stop()  # before the drain: their work in the engine is let go, not waited for
             await state.drain()
+        await asyncio.to_thread(state.access.close)
         store.close()
 
     app = FastAPI(

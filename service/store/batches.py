@@ -1,0 +1,110 @@
+"""What requests ask of the store on their path, run in batches by one thread of the process: whatever was asked
+while the last batch ran goes into the next, in one transaction (one commit for all) on one connection that the
+thread keeps open. A request then costs the store its own statements alone, and the event loop awaits its answer
+without a thread of its own.
+
+    batches = Batches(store, run)       # run(connection, items) -> an answer or a RequestError for each item
+    answer = await batches.ask(item)    # StoreUnavailable for all of a batch the store fails
+    batches.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
+
+from service.store.database import Store, StoreUnavailable, describe
+
+Item = TypeVar("Item")
+Answer = TypeVar("Answer")
+MOST = 64  # items in one batch: a batch holds its rows' locks until it commits
+Asked = tuple[Item, asyncio.Future]
+
+
+class Batches(Generic[Item, Answer]):
+    def __init__(self, store: Store, run: Callable[[Connection, list[Item]], list[Answer | Exception]]):
+        """`run` answers a batch's items in its transaction, in their order: an answer, or the exception that item
+        raises (its own: the others' stand); whatever it raises fails the whole batch, which is rolled back."""
+        self.store = store
+        self.run = run
+        self.asked: queue.SimpleQueue[Asked | None] = queue.SimpleQueue()
+        self.connection: Connection | None = None
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    async def ask(self, item: Item) -> Answer:
+        future = asyncio.get_running_loop().create_future()
+        self.asked.put((item, future))
+        self.started()
+        return await future
+
+    def started(self) -> None:
+        if self.thread is None:
+            with self.lock:
+                if self.thread is None:
+                    self.thread = threading.Thread(target=self.serve, name="store-batches", daemon=True)
+                    self.thread.start()
+
+    def serve(self) -> None:
+        """Batch after batch until close()."""
+        while (first := self.asked.get()) is not None:
+            batch = [first]
+            while len(batch) < MOST and (more := self.next_waiting()) is not None:
+                batch.append(more)
+            try:
+                answers = self.transaction([item for item, _ in batch])
+            except Exception as error:  # the batch's requests answer it
+                answers = [error] * len(batch)
+            for (_, future), answer in zip(batch, answers, strict=True):
+                with contextlib.suppress(RuntimeError):  # its event loop closed: no one waits for it
+                    future.get_loop().call_soon_threadsafe(settle, future, answer)
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
+    def next_waiting(self) -> Asked | None:
+        """The next item already waiting, if any (close()'s None is left for serve())."""
+        try:
+            asked = self.asked.get_nowait()
+        except queue.Empty:
+            return None
+        if asked is None:
+            self.asked.put(None)
+        return asked
+
+    def transaction(self, items: list[Item]) -> list[Answer | Exception]:
+        self.store.ready()
+        try:
+            if self.connection is None:
+                self.connection = self.store.engine.connect()
+            with self.connection.begin():
+                return self.run(self.connection, items)
+        except DBAPIError as error:
+            if self.connection is not None:  # the next batch connects anew: the server may have restarted
+                self.connection.invalidate()
+                self.connection = None
+            raise StoreUnavailable(describe(error)) from error
+
+    def close(self) -> None:
+        """Answer what was asked, then stop the thread and close its connection."""
+        if self.thread is not None:
+            self.asked.put(None)
+            self.thread.join()
+            self.thread = None
+
+
+def settle(future: asyncio.Future, answer: object) -> None:
+    """`future`'s answer, unless its request was cancelled meanwhile."""
+    if future.cancelled():
+        return
+    if isinstance(answer, BaseException):
+        future.set_exception(answer)
+    else:
+        future.set_result(answer)

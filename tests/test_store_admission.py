@@ -1,0 +1,113 @@
+"""Admission in batches (service.worker.access over service.store.batches) on SQLite and on PostgreSQL: what a
+batch answers each request, and exact limits when several workers admit many requests at once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+from service.metrics import Metrics
+from service.settings import Settings
+from service.store import Store, StoreUnavailable
+from service.store.keys import Limits, add_key, find_key, revoke, usage
+from service.store.limits import Limit, count, fixed_window, month_window
+from service.worker.access import Access, Asked, Client, TooManyRequests
+from service.worker.errors import Forbidden
+
+
+def access(store_url: str, **settings: object) -> Access:
+    """A worker's access to the store at `store_url`: its own connection and batches' thread; windows of an
+    hour, so that none ends during a test."""
+    values = {"require_api_keys": True, "limit_window_s": 3600, **settings}
+    return Access(Settings(**values), Store(store_url), Metrics())
+
+
+def new_key(store_url: str, limits: Limits) -> tuple[int, str]:
+    store = Store(store_url)
+    with store.transaction() as session:
+        row, key = add_key(session, "test", limits)
+    store.close()
+    return row.id, key
+
+
+def admit_all(worker: Access, asked: list[Asked]) -> list[Client | Exception]:
+    """`asked` asked of `worker` at once, as a worker's concurrent requests: each one's answer or exception."""
+
+    async def all_at_once() -> list[Client | Exception]:
+        return await asyncio.gather(*(worker.batches.ask(one) for one in asked), return_exceptions=True)
+
+    return asyncio.run(all_at_once())
+
+
+def test_a_batch_answers_each_request_its_own(store_url: str):
+    """One batch: a key within its limits, one over them, an unknown key and none; one refusal takes nothing."""
+    key_id, key = new_key(store_url, Limits(req_limit=2, monthly_char_limit=10))
+    worker = access(store_url)
+    batch = [Asked(key, "a", 4), Asked("nope", "a", 1), Asked(key, "a", 7), Asked(None, "a", 1), Asked(key, "a", 6),
+             Asked(key, "a", 1)]
+    worker.store.ready()
+    with worker.store.engine.connect() as connection, connection.begin():
+        answers = worker._admit(connection, batch)
+    assert [type(a) for a in answers] == [Client, Forbidden, TooManyRequests, Forbidden, Client, TooManyRequests]
+    assert str(answers[2]).endswith("10 characters per month") and str(answers[5]).endswith("2 requests per minute")
+    with worker.store.transaction() as session:
+        assert [(u.requests, u.characters) for u in usage(session, key_id, datetime.now(UTC).date())] == [(2, 10)]
+        now = time.time()
+        assert count(session, f"key:{key_id}", Limit("chars", 10, month_window(now))) == 10
+        assert count(session, f"key:{key_id}", Limit("minute", 2, fixed_window(now, 3600))) == 2
+    worker.store.close()
+
+
+def test_workers_admitting_at_once_accept_exactly_the_limit_and_count_it_once(store_url: str):
+    """4 workers, each with 60 requests at once of one key limited to 37 a window: 37 admitted in all, 37 counted
+    in its usage; the rest refused."""
+    key_id, key = new_key(store_url, Limits(req_limit=37, daily_req_limit=10**6, monthly_char_limit=10**6))
+    workers = [access(store_url) for _ in range(4)]
+    workers[0].store.ready()
+    with ThreadPoolExecutor(4) as pool:
+        answers = [a for some in pool.map(lambda w: admit_all(w, [Asked(key, "a", 3)] * 60), workers) for a in some]
+    assert sum(isinstance(a, Client) for a in answers) == 37
+    assert sum(isinstance(a, TooManyRequests) for a in answers) == 240 - 37
+    with workers[0].store.transaction() as session:
+        assert [(u.requests, u.characters) for u in usage(session, key_id, datetime.now(UTC).date())] == [(37, 111)]
+    for worker in workers:
+        worker.close()
+        worker.store.close()
+
+
+def test_a_key_revoked_elsewhere_is_refused_at_once_though_the_worker_knows_it(store_url: str):
+    key_id, key = new_key(store_url, Limits())
+    worker = access(store_url)
+    assert isinstance(admit_all(worker, [Asked(key, "a", 1)])[0], Client)  # the worker now knows the key
+    elsewhere = Store(store_url)
+    with elsewhere.transaction() as session:
+        revoke(session, find_key(session, key))
+    refused = admit_all(worker, [Asked(key, "a", 1)])[0]
+    assert isinstance(refused, Forbidden) and str(refused) == "API key revoked"
+    with elsewhere.transaction() as session:
+        assert [u.requests for u in usage(session, key_id, datetime.now(UTC).date())] == [1]
+    worker.close()
+    worker.store.close()
+    elsewhere.close()
+
+
+def test_anonymous_clients_are_limited_by_address(store_url: str):
+    worker = access(store_url, require_api_keys=False, anonymous_req_limit=2)
+    answers = admit_all(worker, [Asked(None, "10.0.0.1", 1)] * 3 + [Asked(None, "10.0.0.2", 1)])
+    assert sorted(type(a).__name__ for a in answers[:3]) == ["Client", "Client", "TooManyRequests"]
+    assert isinstance(answers[3], Client) and answers[3].owner == "ip:10.0.0.2"
+    worker.close()
+    worker.store.close()
+
+
+def test_an_unreachable_store_fails_the_batch_at_once():
+    worker = access("postgresql+psycopg://postgres@127.0.0.1:1/nothing")
+    started = time.monotonic()
+    answers = admit_all(worker, [Asked("k", "a", 1)] * 3)
+    assert all(isinstance(a, StoreUnavailable) for a in answers)
+    assert time.monotonic() - started < 5
+    worker.close()
+
+
