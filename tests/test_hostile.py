@@ -466,3 +466,28 @@ def test_the_engine_is_idle_soon_after_documents_are_refused_or_their_clients_le
         refused = refused_documents(refusing, count=8, megabytes=0.3, hang_up_s=10)
     assert refused["got"].get("503", 0) >= 4, refused
     assert refused["engine_idle_after_last_answer_or_hang_up_s"] <= 2, refused
+
+
+def test_the_memory_of_documents_goes_back_once_the_last_one_is_answered(monkeypatch):
+    """glibc's free pages go back to the system when a worker holds no document any more, not before."""
+    from service.worker.documents import Limits
+    from service.worker.documents import translate as documents
+
+    released, both_read = [], asyncio.Event()
+    monkeypatch.setattr(documents, "trim_malloc", lambda: released.append(documents.HELD.count))
+
+    async def translate_texts(texts: list[str]) -> list[str]:
+        if documents.HELD.count == 2:
+            both_read.set()
+        await both_read.wait()  # the two documents are held at once
+        return [text.upper() for text in texts]
+
+    async def main() -> list[bytes]:
+        limits = Limits(chars=1000, nodes=1000)
+        first = documents.translate_file(b"A man is riding.\n", ".txt", limits, translate_texts, "de")
+        second = documents.translate_file(b"A dog runs.\n", ".txt", limits, translate_texts, "de")
+        return await asyncio.gather(first, second)
+
+    assert asyncio.run(main()) == [b"A MAN IS RIDING.\n", b"A DOG RUNS.\n"]
+    documents.READING.submit(lambda: None).result()  # what was queued in the thread has run
+    assert released == [0]
