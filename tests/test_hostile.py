@@ -491,3 +491,30 @@ def test_the_memory_of_documents_goes_back_once_the_last_one_is_answered(monkeyp
     assert asyncio.run(main()) == [b"A MAN IS RIDING.\n", b"A DOG RUNS.\n"]
     documents.READING.submit(lambda: None).result()  # what was queued in the thread has run
     assert released == [0]
+
+
+def test_documents_waiting_for_their_turn_are_not_read_yet(monkeypatch):
+    """A worker reads, translates and writes TRANSLATOR_DOCUMENTS_AT_ONCE documents at once: the others hold their
+    bytes only, never a parsed tree (50 uploads of a 1 MB document used to be parsed, and held, at once)."""
+    from service.worker.documents import Limits
+    from service.worker.documents import translate as documents
+
+    reads, read_while_translating, first_translating = [], [], asyncio.Event()
+    read = documents.read
+    monkeypatch.setattr(documents, "read", lambda data, *rest: reads.append(data) or read(data, *rest))
+
+    async def translate_texts(texts: list[str]) -> list[str]:
+        first_translating.set()
+        await asyncio.sleep(0.2)
+        read_while_translating.append(len(reads))
+        return texts
+
+    async def main() -> None:
+        turn, limits = asyncio.Semaphore(1), Limits(chars=1000, nodes=1000)
+        first = asyncio.ensure_future(documents.translate_file(b"One.\n", ".txt", limits, translate_texts, "de", turn))
+        await first_translating.wait()
+        await asyncio.gather(first, documents.translate_file(b"Two.\n", ".txt", limits, translate_texts, "de", turn))
+
+    asyncio.run(main())
+    assert read_while_translating == [1, 2], read_while_translating  # the second waited for its turn unread
+    assert reads == [b"One.\n", b"Two.\n"]

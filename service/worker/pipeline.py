@@ -142,7 +142,8 @@ class Pipeline:
         self.metrics = metrics
         # no translation is longer than the positions of its model: a larger max_length is capped, never an error
         self.longest_output = max(pair.config.model.max_len for pair in pairs.pairs.values())
-        self.documents = asyncio.Semaphore(settings.documents_at_once)  # documents in the engine at once
+        # documents read, translated and written at once (service.worker.documents.translate.translate_file's turn)
+        self.documents = asyncio.Semaphore(settings.documents_at_once)
 
     def beam_size(self, req: TranslateRequest) -> int:
         """The beam a request decodes with: its own or the default, and wide enough for its alternatives."""
@@ -281,8 +282,7 @@ class Pipeline:
         the request limits): with source "auto" its language is detected once, on the whole document; then
         DOCUMENT_BATCH texts a request, DOCUMENT_REQUESTS requests at a time, so that the running batch stays full.
         They go to the engine as bulk work, after interactive requests and never refused for the document's own
-        requests waiting ahead of them (service.engine.admission). At most TRANSLATOR_DOCUMENTS_AT_ONCE documents of
-        this worker are in the engine at once: the others wait here. `progress` is called with the texts of each
+        requests waiting ahead of them (service.engine.admission). `progress` is called with the texts of each
         request once they are translated."""
         check = TranslateRequest(q=texts or [""], source=source, target=target)
         self.check(check)
@@ -299,8 +299,7 @@ class Pipeline:
             if progress:
                 progress(req.q)
 
-        async with self.documents:
-            await all_or_none(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH))
+        await all_or_none(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH))
         return translated
 
     def document_language(self, texts: list[str], target: str) -> str:

@@ -11,7 +11,7 @@ import asyncio
 import gc
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from typing import TypeVar
 
 from service.memory import trim_malloc
@@ -57,11 +57,14 @@ HELD = Held()
 
 
 async def translate_file(data: bytes, suffix: str, limits: Limits, translate_texts: TranslateTexts,
-                         language: str) -> bytes:
-    """The file in `data` (named with `suffix`) translated into `language`, as bytes of the same format."""
-    with HELD.one():
-        document = await off_the_loop(lambda: read(data, suffix, limits))
-        return await translate_document(document, translate_texts, language)
+                         language: str, turn: AbstractAsyncContextManager | None = None) -> bytes:
+    """The file in `data` (named with `suffix`) translated into `language`, as bytes of the same format. It is read,
+    translated and written in its `turn` (a worker's: TRANSLATOR_DOCUMENTS_AT_ONCE at once; None: at once), so that
+    the documents waiting for theirs hold only their bytes, never a parsed tree."""
+    async with turn or nullcontext():
+        with HELD.one():
+            document = await off_the_loop(lambda: read(data, suffix, limits))
+            return await translate_document(document, translate_texts, language)
 
 
 async def translate_document(document: Document, translate_texts: TranslateTexts, language: str) -> bytes:

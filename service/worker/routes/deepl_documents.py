@@ -83,7 +83,7 @@ async def translate(p: Pipeline, access: Access, whose: Client, kept: DocumentJo
     try:
         suffix = PurePath(job.name).suffix.lower()
         limits = Limits(chars=p.settings.max_file_chars, nodes=p.settings.max_file_nodes)
-        result = await translate_file(kept.source(job), suffix, limits, translate_texts, target)
+        result = await translate_file(kept.source(job), suffix, limits, translate_texts, target, turn=p.documents)
         kept.finish(job, result, billed)
         p.metrics.billed_characters.inc(billed)
     except (RequestError, EngineError) as error:
