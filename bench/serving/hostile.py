@@ -16,9 +16,10 @@ drain: 16 keep-alive clients through a SIGTERM drain, then through the engine pr
     a reused connection that got a reset or EOF instead of an answer (goal 0), 503s without
     Connection: close, new connections refused or reset as the port closed (allowed).
 bombs: each document bomb (a .docx of 40 MB of empty paragraphs, an .epub naming a 2 MB chapter four
-    times, an .html of 4 MB of <br>) uploaded alone: its answer (a bomb within the limits is translated: its client
-    hangs up after 20 s), the growth of an HTTP worker's RSS (goal <= 100 MiB), its RSS 10 s after over idle (goal
-    <= 50 MiB), and how long after the answer or hang-up the engine is idle.
+    times, an .html of 4 MB of <br>; and an .html of as many paragraphs as the node limit lets through) uploaded
+    alone: its answer (a bomb within the limits is translated: its client hangs up after 20 s), the growth of an
+    HTTP worker's RSS (goal <= 100 MiB), its RSS 10 s after over idle (goal <= 50 MiB), and how long after the
+    answer or hang-up the engine is idle.
 uploads: 50 clients upload a 1 MB .txt of real text at once and hang up after 30 s; meanwhile a probe
     sends one sentence every half second (goal: p99 <= 1 s); then how long until the engine is idle, and the
     workers' RSS 10 s after, over idle.
@@ -561,6 +562,8 @@ BOMBS: dict[str, tuple[str, Callable[[], bytes]]] = {
     "docx of 40 MiB of empty paragraphs": ("bomb.docx", docx_of_empty_paragraphs),
     "epub naming a 2 MB chapter four times": ("bomb.epub", epub_of_one_chapter_named_four_times),
     "html of 4 MB of <br>": ("bomb.html", lambda: b"<br>" * (1 << 20)),
+    # not the issue's: as many nodes as the default TRANSLATOR_MAX_FILE_NODES lets through, short of a thousand
+    "html of 99,500 paragraphs (within the node limit)": ("limit.html", lambda: b"<p>x" * 99_500),
 }
 
 
