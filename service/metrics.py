@@ -65,6 +65,10 @@ class Metrics:
             "translator_running_rows", "Decoder rows (sentences x beams) in the running batches now", registry=r,
             multiprocess_mode="livesum",
         )
+        self.cache_bytes = Gauge(
+            "translator_cache_bytes", "Memory the running batch's caches hold (self-attention and encoder "
+            "keys/values), by model", ["model"], registry=r, multiprocess_mode="livesum",
+        )
         self.decoder_steps = Counter("translator_decoder_steps", "Decoder steps run (rate: steps per second)",
                                      registry=r)
         self.step_time = Histogram(

@@ -17,9 +17,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from core.search import SearchOptions
-
-CUDA_GRAPHS_MEMORY_MB = 2048  # TRANSLATOR_CUDA_GRAPHS_MEMORY_MB's default, ModelSessions' too
-CUDA_GRAPHS_MAX_ROWS = 256  # TRANSLATOR_CUDA_GRAPHS_MAX_ROWS's default, ModelSessions' too
+from service.engine.config import CUDA_GRAPHS_MAX_ROWS, CUDA_GRAPHS_MEMORY_MB
 
 SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "models"
 ARGOS_INDEX = "https://raw.githubusercontent.com/argosopentech/argospm-index/main/index.json"  # LibreTranslate's

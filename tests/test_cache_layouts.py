@@ -161,3 +161,25 @@ def test_a_layout_that_misapplies_a_plan_translates_otherwise(layouts, exported:
     batch, opts = sources(9, seed=4), SearchOptions(beam_size=4, n_best=4)
     assert tokens(search(IgnoresParents(exported), batch, opts, exported.model_config)) != tokens(
         search(layouts["exported"](), batch, opts, exported.model_config))
+
+
+def test_the_slot_table_holds_a_sentences_encoder_keys_values_once(with_kernels: ModelSessions):
+    """Its rows read their sentence's encoder keys/values through cross_from: one row of them a sentence, whatever
+    its beam, through joins, removals and sentences that end."""
+    decoder = SlotTableDecoder(with_kernels)
+    batch = RunningBatch(decoder, with_kernels.model_config)
+    options = [SearchOptions(beam_size=k, max_length_extra=30) for k in (4, 1, 2)]
+    batch.add(sources(3, seed=2), options, ["a", "b", "c"])
+    held = []
+    for step in range(200):
+        if step == 2:
+            batch.add(sources(2, seed=3), options[:2], ["d", "e"])
+        if step == 4:
+            batch.remove({"a"})
+        batch.step()
+        if not len(batch):
+            break
+        held.append((decoder.cross_kv[0].shape()[0], len(batch)))
+        assert decoder.cache_bytes >= sum(int(np.prod(v.shape())) * 4 for v in decoder.self_kv + decoder.cross_kv)
+    assert held and all(rows == sentences for rows, sentences in held)
+    assert decoder.cache_bytes == 0  # the batch is empty: its caches are gone

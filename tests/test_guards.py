@@ -1,16 +1,23 @@
 """Repetition guards (core.guards) on their own and in the search (core.search): a loop is cut, an output without
-one is unchanged, and with the guards off (the default) nothing changes."""
+one is unchanged, and with the guards off (the default) nothing changes; the device's decoder gives the host's
+guarded translations."""
 
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
+from test_cache_layouts import assert_same, sources
 
 from core import guards
 from core.search import SearchOptions, StepPlan, search
 from model.config import preset
+from service.engine.config import ModelOptions
+from service.engine.decoder import ExportedDecoder
+from service.engine.graphed import BucketedDecoder, BucketStore
+from service.engine.sessions import ModelSessions
 
 VOCAB, EOS, CYCLE = 12, 3, (5, 6, 7)
 CFG = preset("tiny", vocab_size=VOCAB, max_len=64)
@@ -85,3 +92,22 @@ def test_an_output_without_a_loop_is_unchanged_by_the_loop_guard():
 def test_guards_are_off_by_default():
     assert not guards.wanted(SearchOptions())
     assert translate(1) == translate(1, no_repeat_ngram_size=0, repetition_penalty=1.0)
+
+
+def longest_repeat(hyps: list[list], n: int = 4) -> int:
+    return max(max(ngram_counts(h.tokens, n).values(), default=0) for sentence in hyps for h in sentence)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_the_device_decoder_cuts_a_loop_as_the_host_does(tiny_model_dir: Path, beam: int):
+    """The search with the guards over the decoder a GPU runs in CUDA graphs (service.engine.graphed's buckets, here
+    on the CPU provider, capture aside), which asks it for guards.EXTRA more candidates a step: the host decoder's
+    translations, and no 4-gram more than twice, where the tiny model's random weights loop without the guards."""
+    model = ModelSessions(tiny_model_dir, ModelOptions(provider="cpu", threads=1, kernels=False))
+    batch, cfg = sources(3, seed=1), model.model_config
+    guarded = SearchOptions(beam_size=beam, max_length_extra=40, no_repeat_ngram_size=4, ngram_repeats=2)
+    device = search(BucketedDecoder(model, BucketStore(model, model.decoder, capture=False)), batch, guarded, cfg)
+    assert_same(device, search(ExportedDecoder(model), batch, guarded, cfg))
+    assert longest_repeat(device) <= 2
+    assert longest_repeat(search(ExportedDecoder(model), batch, SearchOptions(beam_size=beam, max_length_extra=40),
+                                 cfg)) > 2

@@ -153,6 +153,16 @@ def test_placeholders_are_numbers_the_text_does_not_hold_and_spans_pick_others()
     assert html(unmark(translated, marked)) == "Room 7301 ist <b>free</b>, mail a@b.de"
 
 
+@pytest.mark.parametrize(("translation", "expected"), [
+    ("Im ersten Stock liegt 214 7301 7318.", "Im ersten Stock liegt <b>214</b>."),  # the pair left empty at the end
+    ("Zimmer 214 7301 ist 7318, oben.", "Zimmer 214 <b>ist</b>, oben."),
+    ("Zimmer 214 7301, 7318 oben.", "Zimmer <b>214,</b> oben."),  # around the comma, and a word
+])
+def test_tags_before_punctuation_leave_no_space_before_it(translation: str, expected: str):
+    marked = mark(unit("Room 214 ", "<b>", "is", "</b>", " on the second floor."))
+    assert html(unmark(translation, marked)) == expected
+
+
 def test_a_unit_without_text_or_tags_comes_back_as_it_is():
     assert html(unmark("", mark(unit("  ", "<br/>")))) == "  <br/>"
     assert html(unmark("Hallo", mark(["Hello"]))) == "Hallo"

@@ -1,9 +1,13 @@
-"""Numbers (service.worker.numbers): every kind held whole as a span, and the localization rule."""
+"""Numbers (service.worker.numbers): every kind held whole as a span, and the localization rule, with its setting."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+from client import translate
+
+from service.launch import running_service
 from service.worker.numbers import localize
 from service.worker.spans import protect
 
@@ -61,3 +65,12 @@ def test_a_number_the_model_dropped_is_put_back_localized_and_a_made_up_one_is_t
     assert restored.count("1.299,99") == 1 and "748" not in restored and put_back == 1
     restored, put_back = protected.restore(f"Der Zug kostet {placeholder} Dollar.")
     assert (restored, put_back) == ("Der Zug kostet 1,299.99 Dollar.", 0)
+
+
+def test_the_setting_off_keeps_every_number_as_written(tiny_model_dir: Path, tmp_path: Path):
+    """TRANSLATOR_LOCALIZE_NUMBERS=false through the service (the tiny model: whatever its words, every number comes
+    back; with the rule on, tests/test_real_world.py's "$1.299,99")."""
+    with running_service(tiny_model_dir, tmp_path / "service.log", threads=1, localize_numbers=False,
+                         log_level="warning") as service:
+        german = translate(service.url, "It costs $1,299.99 and ships on 12/03/2024.")
+    assert german.count("$1,299.99") == 1 and german.count("12/03/2024") == 1 and "1.299,99" not in german

@@ -145,14 +145,7 @@ def elements(tree: BeautifulSoup, with_text: bool = False) -> Counter:
     return Counter(path(e) for e in tree.find_all(True) if not with_text or e.get_text().strip())
 
 
-# Known regression: since inline markup is projected onto the translation without it (service.worker.projection),
-# the tag of these two lands on a neighbouring word. Strict: a fix makes the run fail until the mark goes.
-MISPLACED_TAGS = pytest.mark.xfail(strict=True, reason="the tag lands on a neighbouring word (projection)")
-MARKUP_CASES = [pytest.param(probe, id=probe["id"], marks=[MISPLACED_TAGS] if probe["id"] in
-                             {"en-strong-noun", "de-italic-adjective"} else []) for probe in MARKUP]
-
-
-@pytest.mark.parametrize("probe", MARKUP_CASES)
+@pytest.mark.parametrize("probe", MARKUP, ids=ids(MARKUP))
 def test_markup_comes_back_whole_around_translated_words(url: str, probe: dict):
     source = probe["html"]
     out = translate(url, source, probe["source"], OTHER[probe["source"]], format="html")["translatedText"]

@@ -106,6 +106,15 @@ def test_served_languages_and_short_texts_are_never_refused_for_it(url: str):
     assert [text for text, target in asked if post(url, text, "auto", target).status_code != 200] == []
 
 
+def test_detect_keeps_libretranslates_answer_for_a_language_not_served(url: str):
+    """/detect ranks the served languages and never refuses, where /translate with auto refuses the same text."""
+    text = "Je voudrais réserver une table pour deux personnes ce soir, s'il vous plaît."
+    assert post(url, text, "auto", "de").status_code == 400
+    answer = httpx.post(url + "/detect", json={"q": text}, timeout=TIMEOUT)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() and {d["language"] for d in answer.json()} <= {"en", "de"}
+
+
 @pytest.mark.parametrize("source", ["en", "de"])
 def test_inline_markup_does_not_change_the_words(url: str, source: str):
     sentences = [s for s in lines(f"{source}.txt") if len(s.split()) >= 4]

@@ -26,7 +26,7 @@ from core.search import SearchOptions, StepPlan
 from service.engine.admission import NEWCOMER_SHARE
 from service.engine.batcher import Batcher
 from service.engine.config import BatchLimits
-from service.engine.engine import Engine
+from service.engine.engine import Engine, engine_config
 from service.launch import RunningService, free_port, running_service
 from service.metrics import Metrics
 from service.settings import Settings
@@ -397,6 +397,8 @@ class EchoDecoder:
     token is far less likely. It records the source ids of the rows of each step, and takes `pace` seconds a
     step, so that requests can come while it runs."""
 
+    cache_bytes = 0  # it holds no caches
+
     def __init__(self, steps: list[list[list[int]]], pace: float) -> None:
         self.sources: list[list[int]] = []  # of each row
         self.positions: list[int] = []
@@ -439,12 +441,17 @@ class EchoTranslator:
         pass
 
 
+def batch_limits(**settings) -> BatchLimits:
+    """The batcher's limits as the service reads them from its settings, with `settings` changed."""
+    return engine_config(Settings(**settings)).batch
+
+
 def run_batcher(requests: list[tuple[list[list[int]], SearchOptions]], **limits) -> tuple[list, EchoTranslator]:
     """Submit all requests at once; each request's results, and the translator that saw the steps."""
     translator = EchoTranslator()
 
     async def main() -> list:
-        batcher = Batcher(translator, Metrics(), "echo", BatchLimits(**{"max_wait_ms": 50, **limits}))
+        batcher = Batcher(translator, Metrics(), "echo", batch_limits(**{"max_wait_ms": 50, **limits}))
         batcher.start()
         results = await asyncio.gather(*(batcher.submit(ids, opts) for ids, opts in requests))
         await batcher.stop()
@@ -468,7 +475,7 @@ def test_batcher_answers_each_request_in_order_within_the_bounds(sentences: int,
     the bound always allows."""
     requests = [([tokens(3 + (i * 7 + j) % 5, 10 * i + j + 4) for j in range(5)], GREEDY) for i in range(6)]
     requests += [([tokens(4, 99)], BEAM)]
-    results, translator = run_batcher(requests, max_sentences=sentences, max_tokens=tokens_bound)
+    results, translator = run_batcher(requests, max_batch_sentences=sentences, max_batch_tokens=tokens_bound)
     for (sent, _), hyps in zip(requests, results):
         assert [h[0].tokens for h in hyps] == sent
     in_step = [{tuple(r) for r in rows} for rows in translator.steps]  # a beam sentence's rows say the same
@@ -487,7 +494,7 @@ def test_sentences_join_the_running_batch_and_leave_it_when_done():
     answered: dict[int, int] = {}  # short sentence -> steps run when its request was answered
 
     async def main() -> None:
-        batcher = Batcher(translator, Metrics(), "echo", BatchLimits(max_sentences=2))
+        batcher = Batcher(translator, Metrics(), "echo", batch_limits(max_batch_sentences=2))
         batcher.start()
         first = asyncio.ensure_future(batcher.submit([long], BEAM))
         while len(translator.steps) < 3:
@@ -517,7 +524,7 @@ def test_requests_take_turns_to_join_the_batch():
     sent_at: list[int] = []
 
     async def main() -> None:
-        batcher = Batcher(translator, Metrics(), "echo", BatchLimits(max_sentences=2))
+        batcher = Batcher(translator, Metrics(), "echo", batch_limits(max_batch_sentences=2))
         batcher.start()
         big = asyncio.ensure_future(batcher.submit([tokens(30, 10 + i) for i in range(20)], GREEDY))
         while not translator.steps:
@@ -539,7 +546,7 @@ def test_a_documents_requests_are_never_refused_for_its_own_and_an_interactive_o
     within 0.05 s: none is refused or shed, although its later requests wait behind its earlier ones far longer; an
     interactive sentence sent meanwhile joins at once and is answered while the document's sentences still wait."""
     translator = EchoTranslator(pace=0.002)
-    limits = BatchLimits(max_sentences=8, max_queue=16, max_queue_work=100, max_queue_wait_s=0.05)
+    limits = batch_limits(max_batch_sentences=8, max_queue=16, max_queue_work=100, max_queue_wait_s=0.05)
 
     async def main() -> None:
         batcher = Batcher(translator, Metrics(), "echo", limits)

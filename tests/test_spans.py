@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.worker.params import clean_text
-from service.worker.spans import protect
+from service.worker.spans import protect, put_back
 
 SPANS = [
     ("Visit https://example.com/docs/setup?lang=en&v=2 for the details.", "https://example.com/docs/setup?lang=en&v=2"),
@@ -79,3 +79,22 @@ def test_numbers_the_model_made_of_placeholders_or_made_up_are_taken_out():
     restored, put_back = protected.restore(translation)
     assert restored == "Führe `make test` in 7301 Schritten aus 2024, danke @maria."
     assert put_back == 0
+
+
+def test_a_placeholder_a_sentence_lost_is_put_back_into_that_sentence_and_counted():
+    sentence = "She ran the 7301 kilometres in 7318 minutes."
+    assert put_back(sentence, "Sie lief 7301 Kilometer in Minuten.", ["7301", "7318"]) == (
+        "Sie lief 7301 Kilometer in 7318 Minuten.", 1)
+    assert put_back(sentence, "Sie lief 7.301 Kilometer in 7318 Minuten.", ["7301", "7318"]) == (
+        "Sie lief 7.301 Kilometer in 7318 Minuten.", 0)  # found as the model may write it
+    assert put_back(sentence, "Sie lief.", ["7335"]) == ("Sie lief.", 0)  # not a placeholder of this sentence
+
+
+def test_no_span_reaches_over_a_placeholder_number_of_inline_markup():
+    """A phone number written with spaces would take in the markup placeholder after it, and the tag would go where
+    the number goes."""
+    protected = protect("Call +49 30 1234567 7301 now 7318 or (555) 123-4567 7335 today.")
+    assert list(protected.spans.values()) == ["+49 30 1234567", "7301", "7318", "(555) 123-4567", "7335"]
+    assert list(protect("Call +49 30 1234567 07301.").spans.values()) == ["+49 30 1234567 07301"]  # no placeholder
+    assert list(protect("Etwa 7301 40 7318 % mehr.").spans.values()) == ["7301", "40", "7318 %"]  # begins with it
+    assert list(protect("Certified ISO-9001 today.").spans.values()) == ["ISO-9001"]  # 9001 is in the series

@@ -30,6 +30,7 @@ import io
 import random
 import re
 import subprocess
+import tempfile
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -314,25 +315,31 @@ def markup(client: Client) -> dict:
     return result
 
 
-def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--baseline", type=Path, help="a checkout whose service's BLEU is measured too")
-    p.add_argument("--out-dir", type=Path, default=RESULTS)
-    args = p.parse_args(argv)
+def measured(scratch: Path, baseline: Path | None) -> dict:
+    """Every measure over this checkout's service, and BLEU over the baseline's (each with its log and data folder
+    in `scratch`)."""
     results: dict = {}
-    with running_service(REPO / "models", args.out_dir / "real-world-service.log") as service:
+    with running_service(REPO / "models", scratch / "service.log") as service:
         client = Client(service.url)
         for name, measure in (("numbers", numbers), ("collisions", collisions), ("long", long),
                               ("capitals", capitals), ("unserved", unserved), ("markup", markup), ("bleu", bleu)):
             started = time.perf_counter()
             results[name] = measure(client)
             print(name, round(time.perf_counter() - started, 1), "s", results[name], flush=True)
-    if args.baseline:
-        with running_service(REPO / "models", args.out_dir / "real-world-baseline.log",
-                             checkout=args.baseline) as service:
+    if baseline:
+        (scratch / "baseline").mkdir()  # a data folder of its own
+        with running_service(REPO / "models", scratch / "baseline" / "service.log", checkout=baseline) as service:
             results["bleu_baseline"] = bleu(Client(service.url))
-    (args.out_dir / "real-world-service.log").unlink(missing_ok=True)
-    (args.out_dir / "real-world-baseline.log").unlink(missing_ok=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--baseline", type=Path, help="a checkout whose service's BLEU is measured too")
+    p.add_argument("--out-dir", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="real-world-") as scratch:  # the services' logs and data folders
+        results = measured(Path(scratch), args.baseline)
     command = command_line("bench.studies.real_world", argv)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     when = datetime.now(UTC).isoformat(timespec="seconds")

@@ -31,7 +31,7 @@ from typing import Protocol
 
 from core.folder import ModelConfig
 from core.search import Decoder, Hypothesis, RunningBatch, SearchOptions, Sentence
-from service.engine.admission import Admission, Throughput
+from service.engine.admission import Throughput
 from service.engine.config import BatchLimits
 from service.engine.memory import MemoryWatch
 from service.metrics import Metrics
@@ -40,12 +40,19 @@ from service.protocol import QueueFull, ShuttingDown
 log = logging.getLogger(__name__)
 
 
+class CountedDecoder(Decoder, Protocol):
+    """A decoder that says the memory its caches hold."""
+
+    @property
+    def cache_bytes(self) -> int: ...
+
+
 class DecodingModel(Protocol):
     """What the batcher needs of a model: service.engine.runner.ModelRunner, or a test's stand-in."""
 
     model_config: ModelConfig
 
-    def new_decoder(self) -> Decoder: ...
+    def new_decoder(self) -> CountedDecoder: ...
 
     def release_memory(self) -> None: ...
 
@@ -69,15 +76,12 @@ class Job:
 
 
 class Batcher:
-    def __init__(self, model: DecodingModel, metrics: Metrics, name: str, limits: BatchLimits | None = None):
-        limits = limits or BatchLimits()
+    def __init__(self, model: DecodingModel, metrics: Metrics, name: str, limits: BatchLimits):
         self.model = model
         self.metrics = metrics
         self.name = name
         self.queue_depth = metrics.queue_depth.labels(name)
-        self.admission = Admission(max_sentences=limits.max_sentences, max_tokens=limits.max_tokens,
-                                   max_queue=limits.max_queue, max_queue_work=limits.max_queue_work,
-                                   max_queue_wait=limits.max_queue_wait_s)
+        self.admission = limits.admission
         self.throughput = Throughput()  # guarded by `changed`
         self.steps = 0  # decoder steps taken (only the loop's thread counts them)
         self.max_wait = limits.max_wait_ms / 1000
@@ -164,6 +168,7 @@ class Batcher:
                 batch = RunningBatch(self.model.new_decoder(), self.model.model_config)
             self._measure(rows if backlog else 0, time.perf_counter() - started, ended)
             self.metrics.running_rows.set(batch.rows)
+            self.metrics.cache_bytes.labels(self.name).set(batch.decoder.cache_bytes)
 
     def _measure(self, rows: int, seconds: float, ended: list[Job]) -> None:
         """What the admission's rate reads: a step of `rows` rows taken with a backlog (0: none), and the row-steps

@@ -1,19 +1,22 @@
-"""How the engine runs a model folder (ModelOptions) and batches its sentences (BatchLimits): typed, and read from
-the service's settings in one place (EngineConfig.from_settings).
+"""How the engine runs a model folder (ModelOptions) and batches its sentences (BatchLimits), typed: the service
+reads them from its settings in one place (service.engine.engine.engine_config).
 
-The defaults are the offline Translator's; the service's come from service.settings.
+ModelOptions' defaults are the offline Translator's; the batcher's limits are the service's settings alone. Nothing
+here imports the settings, so that the offline Translator loads no settings machinery.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from service.settings import CUDA_GRAPHS_MAX_ROWS, CUDA_GRAPHS_MEMORY_MB, Settings
+from service.engine.admission import Admission
 
 Provider = Literal["auto", "cuda", "cpu"]
 Optimization = Literal["disable", "basic", "extended", "all"]
+
+CUDA_GRAPHS_MEMORY_MB = 2048  # TRANSLATOR_CUDA_GRAPHS_MEMORY_MB's default too
+CUDA_GRAPHS_MAX_ROWS = 256  # TRANSLATOR_CUDA_GRAPHS_MAX_ROWS's default too
 
 
 @dataclass(frozen=True)
@@ -33,34 +36,17 @@ class ModelOptions:
 
 @dataclass(frozen=True)
 class BatchLimits:
-    """What the batcher and its admission policy (service.engine.admission) allow."""
+    """What the batcher allows: its admission policy (service.engine.admission), how long an empty batch's first
+    sentence waits for company, and the idle time after which memory goes back to the system."""
 
-    max_sentences: int = 64  # in the running batch at once
-    max_tokens: int = 4096  # padded source tokens in the running batch
-    max_queue: int = 1024  # sentences waiting
-    max_wait_ms: float = 0.0  # how long an empty batch's first sentence waits for company
-    max_queue_work: float = math.inf  # row-steps waiting
-    max_queue_wait_s: float = math.inf  # how long a sentence may wait to join
-    release_memory_after_s: float = 1.0  # idle time after which memory goes back to the system
+    admission: Admission
+    max_wait_ms: float
+    release_memory_after_s: float
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     """Everything the engine process reads of the settings to run and batch every model folder."""
 
-    model: ModelOptions = field(default_factory=ModelOptions)
-    batch: BatchLimits = field(default_factory=BatchLimits)
-
-    @classmethod
-    def from_settings(cls, s: Settings) -> EngineConfig:
-        model = ModelOptions(
-            precision=s.precision, provider=s.provider, threads=s.threads, optimization=s.optimization,
-            spin_threads=s.spin_threads, kernels=s.kernels, cuda_graphs=s.cuda_graphs,
-            cuda_graphs_memory_mb=s.cuda_graphs_memory_mb, cuda_graphs_max_rows=s.cuda_graphs_max_rows,
-        )
-        batch = BatchLimits(
-            max_sentences=s.max_batch_sentences, max_tokens=s.max_batch_tokens, max_queue=s.max_queue,
-            max_wait_ms=s.max_wait_ms, max_queue_work=s.max_queue_work, max_queue_wait_s=s.max_queue_wait_s,
-            release_memory_after_s=s.release_memory_after_s,
-        )
-        return cls(model, batch)
+    model: ModelOptions
+    batch: BatchLimits

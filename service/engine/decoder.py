@@ -21,6 +21,7 @@ import onnxruntime as ort
 from core.folder import GraphIO
 from core.search import StepPlan
 from core.slots import FEW_ROWS, cache_slots, grown_slots
+from service.engine.cache_graphs import NUMPY_TYPES
 from service.engine.kernels.graph import CROSS_FROM, SLOT_ROWS
 from service.engine.sessions import ModelSessions, bind_caches
 
@@ -29,6 +30,10 @@ from service.engine.sessions import ModelSessions, bind_caches
 NO_TABLE = np.zeros((0, 0), dtype=np.int64)
 # The rows the cross-attention kernel reads the encoder keys/values of while each row reads its own (a greedy batch)
 NO_CROSS = np.zeros(0, dtype=np.int64)
+
+# The padded source tokens the encoder runs on at a time on the CPU (encode): its activations' memory is bounded by
+# them rather than by the batch
+ENCODE_TOKENS = 256
 
 # The first self-attention cache's slots with our kernels at a few rows: a growth (a copy of the cache, its bindings
 # anew) costs more there than slots no step reads (docs/decisions.md)
@@ -90,18 +95,6 @@ class EagerDecoder:
         )
         self._set_self_kv([])
 
-    def hand_over(self) -> RunningRows:
-        """The running rows, for another decoder to go on with; this one is left empty."""
-        rows = RunningRows(self.self_kv, self.cross_kv, self.positions, self.src_mask)
-        self._empty()
-        return rows
-
-    def take_over(self, rows: RunningRows) -> None:
-        """Go on with rows another decoder ran, in place of none."""
-        self.cross_kv = rows.cross_kv
-        self._replace(positions=rows.positions.copy(), src_mask=rows.src_mask)
-        self._set_self_kv(rows.self_kv)
-
     def _set_self_kv(self, values: list[ort.OrtValue]) -> None:
         """New buffers for the self-attention caches; the bindings of the old ones go. The bindings are kept from
         step to step and made again only for new buffers: binding a dozen tensors at every step is costly."""
@@ -127,8 +120,9 @@ class EagerDecoder:
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
         started = time.perf_counter()
         t, cfg = self.model, self.model.model_config
-        cross_kv, rows = encode(t, src, src_mask, repeat)
-        running = len(self.positions)
+        rows = np.repeat(np.arange(len(src)), repeat)  # each new row's sentence
+        cross_kv = self._cross_rows(encode(t, src, src_mask), rows)
+        running, running_cross = len(self.positions), self.cross_kv[0].shape()[0] if self.cross_kv else 0
         if not running:
             self.cross_kv = cross_kv
             self._replace(src_mask=src_mask[rows])
@@ -142,12 +136,22 @@ class EagerDecoder:
                                                    pad_columns(src_mask[rows], length)]))
             new = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), t.cache_type)
             self._set_self_kv(self._join(self.self_kv, [new] * len(self.self_kv), self.slots))
-        self._joined(running, rows)
+        self._joined(running, running_cross, rows)
         self._replace(positions=np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)]))
         self.encode_seconds += time.perf_counter() - started
 
-    def _joined(self, running: int, rows: np.ndarray) -> None:
-        """After an add: rows (each new row's sentence) joined after `running` rows."""
+    @property
+    def cache_bytes(self) -> int:
+        """The memory the caches hold (a view's whole tensor)."""
+        return held_bytes([*self.self_kv, *self.cross_kv])
+
+    def _cross_rows(self, cross_kv: list[ort.OrtValue], rows: np.ndarray) -> list[ort.OrtValue]:
+        """What the layout keeps of new sentences' encoder keys/values (a row each), given each new row's sentence."""
+        raise NotImplementedError
+
+    def _joined(self, running: int, running_cross: int, rows: np.ndarray) -> None:
+        """After an add: rows (each new row's sentence) joined after `running` rows, their sentences' encoder
+        keys/values after `running_cross` rows of them."""
 
     def _first_cache(self, rows: int) -> list[ort.OrtValue]:
         """The self-attention cache of a batch's first rows."""
@@ -219,7 +223,7 @@ class EagerDecoder:
     def _resize(self, values: list, length: int) -> list[ort.OrtValue]:
         """values (OrtValues, or NumPy arrays) padded with zeros or cut to `length` along axis 2: a join onto no
         rows, its pad negative to cut."""
-        _, h, now, dh = values[0].shape() if isinstance(values[0], ort.OrtValue) else values[0].shape
+        _, h, now, dh = shape_of(values[0])
         none = np.zeros((0, h, length, dh), self.model.cache_type)
         return self._join([none] * len(values), values, length - now)
 
@@ -227,8 +231,10 @@ class EagerDecoder:
         """concat(a_i, b_i) along the rows, b_i padded with zeros along axis 2 by `b_short` (0 when it has a_i's
         length already). a_i is not padded: its copy into the result is the only one (a join is one copy of the
         running batch's caches)."""
+        rows, h, length, dh = shape_of(a[0])
+        into = cache_tensors(self.model, (rows + shape_of(b[0])[0], h, length, dh), len(a))
         pads = {"pads_b": axis2_pads(b_short)}
-        return run_graph(self.model, self.model.join, "a", a, pads, second=("b", b))
+        return run_graph(self.model, self.model.join, "a", a, pads, second=("b", b), into=into)
 
 
 class ExportedDecoder(EagerDecoder):
@@ -240,6 +246,28 @@ class ExportedDecoder(EagerDecoder):
         super()._set_self_kv(values)
         self.spare: list[ort.OrtValue] = []
         self.reorder_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
+
+    def hand_over(self) -> RunningRows:
+        """The running rows, for another decoder to go on with; this one is left empty."""
+        rows = RunningRows(self.self_kv, self.cross_kv, self.positions, self.src_mask)
+        self._empty()
+        return rows
+
+    def take_over(self, rows: RunningRows) -> None:
+        """Go on with rows another decoder ran, in place of none."""
+        self.cross_kv = rows.cross_kv
+        self._replace(positions=rows.positions.copy(), src_mask=rows.src_mask)
+        self._set_self_kv(rows.self_kv)
+
+    def _cross_rows(self, cross_kv: list[ort.OrtValue], rows: np.ndarray) -> list[ort.OrtValue]:
+        """Each row's own copy of its sentence's keys/values: the exported step reads a row's own."""
+        if len(rows) == cross_kv[0].shape()[0]:  # a row a sentence
+            return cross_kv
+        return run_graph(self.model, self.model.select, "x", cross_kv, {"rows": rows.astype(np.int64)})
+
+    @property
+    def cache_bytes(self) -> int:
+        return super().cache_bytes + held_bytes(self.spare)
 
     def _first_cache(self, rows: int) -> list[ort.OrtValue]:
         """cache_slots(1) slots of zeros: the exported step reads every slot (those after a row's position masked,
@@ -287,7 +315,8 @@ class ExportedDecoder(EagerDecoder):
 
 class SlotTableDecoder(EagerDecoder):
     """The step with our kernels, which read each slot of a row where the slot table (slot_rows, a host array the
-    step reads) says, and the encoder keys/values of a row from its sentence's first row (cross_from).
+    step reads) says, and the encoder keys/values of a row from its sentence's row of them (cross_from): the caches
+    hold them once a sentence, not once a beam row.
 
     A beam reorder reorders the table's rows, and no cache is touched: a row that takes another parent reads the
     parent's slots where they are, and writes its next slot in its own row. When sentences leave, each sentence's
@@ -299,7 +328,7 @@ class SlotTableDecoder(EagerDecoder):
 
     def _empty(self) -> None:
         self.slot_rows = np.zeros((0, 0), dtype=np.int64)  # where each row's slots are
-        self.cross_from = NO_CROSS  # the row of the encoder keys/values each row reads (_cross_from)
+        self.cross_from = NO_CROSS  # the row of the encoder keys/values each row reads: its sentence's (_cross_from)
         self.shared_slots = False  # whether some row reads slots of another row (else the step gets NO_TABLE)
         super()._empty()
 
@@ -323,12 +352,14 @@ class SlotTableDecoder(EagerDecoder):
         t, cfg = self.model, self.model.model_config
         slots = cache_slots(KERNELS_FIRST_SLOTS if rows <= FEW_ROWS else 1, cfg.max_len)
         shape = (rows, cfg.n_heads, slots, cfg.d_head)
-        return [ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, t.device) for _ in t.self_names]
+        return [cpu_tensor(shape, np.float32) for _ in t.self_names]
 
-    def _joined(self, running: int, rows: np.ndarray) -> None:
-        """A new sentence's rows read its first row's keys/values."""
-        firsts = running + np.searchsorted(rows, rows)
-        self._cross_from(np.concatenate([self._cross_rows_read(), firsts]))
+    def _cross_rows(self, cross_kv: list[ort.OrtValue], rows: np.ndarray) -> list[ort.OrtValue]:
+        return cross_kv  # a row a sentence: the kernels read it through cross_from
+
+    def _joined(self, running: int, running_cross: int, rows: np.ndarray) -> None:
+        """A new sentence's rows read its keys/values, joined after running_cross rows of them."""
+        self._cross_from(np.concatenate([self._cross_rows_read(), running_cross + rows]))
 
     def _layout_reads(self) -> dict[str, np.ndarray]:
         return {SLOT_ROWS: self.slot_rows if self.shared_slots else NO_TABLE, CROSS_FROM: self.cross_from}
@@ -342,12 +373,10 @@ class SlotTableDecoder(EagerDecoder):
         if places is not None:
             places = places.astype(np.int64)
             moved = self._move(self.self_kv, places, self.positions)
-            slots = np.full(len(self.src_mask), self.src_mask.shape[1], dtype=np.int64)  # all: the kernel reads all
-            self.cross_kv = self._move(self.cross_kv, places, slots)
             moved_to = np.zeros(len(self.positions), dtype=np.int64)  # each old row's new place (0: a row that left,
             moved_to[places] = np.arange(len(places))  # which no slot of a row left reads)
             table = moved_to[table]
-            self._cross_from(moved_to[self._cross_rows_read()[places]])
+            self._move_cross(self._cross_rows_read()[places])
         positions = self.positions[rows]
         own = np.arange(len(rows))[:, None]
         table = np.where(np.arange(self.slots) < positions[:, None], table, own)
@@ -371,10 +400,20 @@ class SlotTableDecoder(EagerDecoder):
         return self.cross_from if len(self.cross_from) else np.arange(len(self.positions))
 
     def _cross_from(self, rows: np.ndarray) -> None:
-        """Each row reads the encoder keys/values of these rows: its sentence's first. Every row of a sentence holds
-        them (the decoder keeps them all, as the exported step reads them); read from one, they come from memory once
-        a sentence rather than once a beam. NO_CROSS where each row reads its own."""
+        """Each row reads the encoder keys/values of these rows: its sentence's. NO_CROSS where each row reads its
+        own (a row a sentence)."""
         self._replace(cross_from=rows if (rows != np.arange(len(rows))).any() else NO_CROSS)
+
+    def _move_cross(self, read: np.ndarray) -> None:
+        """After sentences left: the encoder keys/values of the sentences whose rows read `read` (a row each, in
+        the rows' new order) move to the first rows, in the order the rows first read them."""
+        kept, first = np.unique(read, return_index=True)
+        order = kept[np.argsort(first)]  # the sentences left, in the order of their first rows
+        new_row = np.zeros(self.cross_kv[0].shape()[0], dtype=np.int64)
+        new_row[order] = np.arange(len(order))
+        slots = np.full(len(new_row), self.src_mask.shape[1], dtype=np.int64)  # all: the kernel reads all
+        self.cross_kv = self._move(self.cross_kv, order, slots)
+        self._cross_from(new_row[read])
 
     def _move(self, values: list[ort.OrtValue], rows: np.ndarray, lengths: np.ndarray) -> list[ort.OrtValue]:
         """values[i][:M] = values[i][rows] in place (the move graph), each row's first lengths[row] slots; returns
@@ -395,20 +434,38 @@ def eager_decoder(model: ModelSessions) -> EagerDecoder:
     return SlotTableDecoder(model) if model.kernels else ExportedDecoder(model)
 
 
-def encode(model: ModelSessions, src: np.ndarray, src_mask: np.ndarray,
-           repeat: np.ndarray) -> tuple[list[ort.OrtValue], np.ndarray]:
-    """The encoder keys/values of sentences src, sentence i's repeat[i] times, on the device; and each row's
-    sentence."""
+def encode(model: ModelSessions, src: np.ndarray, src_mask: np.ndarray) -> list[ort.OrtValue]:
+    """The encoder keys/values of sentences src (N, S), one row each, on the device. On the CPU the encoder runs on
+    at most ENCODE_TOKENS padded source tokens at a time, each run writing its rows of the keys/values in place: the
+    encoder's activations at a whole batch would take several times the memory of its keys/values. (Not where a
+    sentence's encoding depends on the others in the run: a dynamically quantized graph's.)"""
+    if model.on_gpu or not model.encodes_apart:
+        return encode_rows(model, src, src_mask)
+    cfg = model.model_config
+    shape = (len(src), cfg.n_heads, src.shape[1], cfg.d_head)
+    cross_kv = [cpu_tensor(shape, model.cache_type) for _ in model.cross_names]
+    rows = max(1, ENCODE_TOKENS // max(1, src.shape[1]))
+    for start in range(0, len(src), rows):
+        end = min(start + rows, len(src))
+        into = [row_range(value, start, end) for value in cross_kv]
+        encode_rows(model, src[start:end], src_mask[start:end], into)
+    return cross_kv
+
+
+def encode_rows(model: ModelSessions, src: np.ndarray, src_mask: np.ndarray,
+                into: list[ort.OrtValue] | None = None) -> list[ort.OrtValue]:
+    """One run of the encoder over sentences src: their keys/values, new tensors on the device or written into
+    `into`."""
     binding = model.encoder.io_binding()
     binding.bind_cpu_input(GraphIO.SRC, src)
     binding.bind_cpu_input(GraphIO.SRC_MASK, src_mask)
-    for name in model.cross_names:
-        binding.bind_output(name, model.device)
+    for i, name in enumerate(model.cross_names):
+        if into is None:
+            binding.bind_output(name, model.device)
+        else:
+            binding.bind_ortvalue_output(name, into[i])
     model.encoder.run_with_iobinding(binding, model.run_options)
-    cross_kv, rows = binding.get_outputs(), np.repeat(np.arange(len(src)), repeat)  # sentence i repeat[i] times
-    if (repeat != 1).any():
-        cross_kv = run_graph(model, model.select, "x", cross_kv, {"rows": rows})
-    return cross_kv, rows
+    return into if into is not None else binding.get_outputs()
 
 
 def run_graph(model: ModelSessions, session: ort.InferenceSession, prefix: str, values: list,
@@ -434,18 +491,45 @@ def run_graph(model: ModelSessions, session: ort.InferenceSession, prefix: str, 
     return into if into is not None else binding.get_outputs()
 
 
+def cache_tensors(model: ModelSessions, shape: tuple[int, ...], count: int) -> list[ort.OrtValue] | None:
+    """`count` new tensors of the caches' type for a cache graph to write: on the CPU each in memory of its own
+    (cpu_tensor); None on a GPU, where the graph allocates them on the device."""
+    return None if model.on_gpu else [cpu_tensor(shape, model.cache_type) for _ in range(count)]
+
+
+def cpu_tensor(shape: tuple[int, ...], dtype: type) -> ort.OrtValue:
+    """A CPU tensor outside ONNX Runtime's arena (the process's malloc), whose memory goes with it. The arena would
+    keep every size a cache once had: a cache that grows a few slots at a time fits in none of its old regions."""
+    return ort.OrtValue.ortvalue_from_shape_and_type(shape, dtype, "cpu")
+
+
+def held_bytes(values: list[ort.OrtValue]) -> int:
+    """The memory tensors hold: of a view (row_range), its owner's whole memory, counted once."""
+    owners = {id(owner): owner for owner in (getattr(value, "owner", value) for value in values)}
+    return sum(int(np.prod(owner.shape())) * np.dtype(NUMPY_TYPES[owner.data_type()]).itemsize
+               for owner in owners.values())
+
+
+def shape_of(value: ort.OrtValue | np.ndarray) -> tuple[int, ...]:
+    return tuple(value.shape()) if isinstance(value, ort.OrtValue) else value.shape
+
+
 def own_slots(rows: int, slots: int) -> np.ndarray:
     """A slot table in which every row's slots are its own: (rows, slots), row i all i."""
     return np.repeat(np.arange(rows, dtype=np.int64)[:, None], slots, axis=1)
 
 
 def first_rows(value: ort.OrtValue, rows: int) -> ort.OrtValue:
-    """A CPU tensor's first rows, over its memory. The view is made of the tensor that owns the memory, and holds it
-    (`owner`): a view's NumPy array keeps only the tensor it was read from alive, and a view owns no memory."""
-    if value.shape()[0] == rows:
-        return value
+    """A CPU tensor's first rows, over its memory (row_range)."""
+    return value if value.shape()[0] == rows else row_range(value, 0, rows)
+
+
+def row_range(value: ort.OrtValue, start: int, end: int) -> ort.OrtValue:
+    """A CPU tensor's rows start to end, over its memory. The view is made of the tensor that owns the memory, and
+    holds it (`owner`): a view's NumPy array keeps only the tensor it was read from alive, and a view owns no
+    memory."""
     owner = getattr(value, "owner", value)
-    view = ort.OrtValue.ortvalue_from_numpy(owner.numpy()[:rows])
+    view = ort.OrtValue.ortvalue_from_numpy(owner.numpy()[start:end])
     view.owner = owner
     return view
 

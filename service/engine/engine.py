@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Protocol
 
 from core.search import Hypothesis, SearchOptions
+from service.engine.admission import Admission
 from service.engine.batcher import Batcher
-from service.engine.config import EngineConfig
+from service.engine.config import BatchLimits, EngineConfig, ModelOptions
 from service.engine.memory import resident_bytes
 from service.engine.runner import ModelRunner
 from service.metrics import Metrics
@@ -56,9 +57,23 @@ def warm_up(model: ModelRunner) -> None:
         model.translate_ids([ids], SearchOptions(beam_size=beam_size))
 
 
+def engine_config(s: Settings) -> EngineConfig:
+    """The engine's options and limits, as the settings say."""
+    model = ModelOptions(
+        precision=s.precision, provider=s.provider, threads=s.threads, optimization=s.optimization,
+        spin_threads=s.spin_threads, kernels=s.kernels, cuda_graphs=s.cuda_graphs,
+        cuda_graphs_memory_mb=s.cuda_graphs_memory_mb, cuda_graphs_max_rows=s.cuda_graphs_max_rows,
+    )
+    admission = Admission(
+        max_sentences=s.max_batch_sentences, max_tokens=s.max_batch_tokens, max_queue=s.max_queue,
+        max_queue_work=s.max_queue_work, max_queue_wait=s.max_queue_wait_s,
+    )
+    return EngineConfig(model, BatchLimits(admission, s.max_wait_ms, s.release_memory_after_s))
+
+
 def load_model(folder: Path, settings: Settings, metrics: Metrics) -> tuple[list[PairInfo], Runner]:
     """A model folder's sessions, warm, behind a batcher; the pairs it serves."""
-    config = EngineConfig.from_settings(settings)
+    config = engine_config(settings)
     model = ModelRunner(folder, config.model)
     warm_up(model)
     log.info("model %s (%s) ready on %s (%s%s)", model.name, folder, model.provider, config.model.precision,

@@ -258,7 +258,7 @@ class BucketStore:
         key = encoder_key(self.model, *src.shape)
         if self.encoder is None or not (key in self.encoder_buckets
                                         or self._fits(encoder_bucket_bytes(self.model, key))):
-            return encode(self.model, src, src_mask, np.ones(len(src), np.int64))[0]
+            return encode(self.model, src, src_mask)
         return self.encoder_bucket(*src.shape).run(self.encoder, src, src_mask)
 
     def encode_eagerly(self) -> None:
@@ -466,6 +466,11 @@ class SwitchingDecoder:
     @property
     def encode_seconds(self) -> float:
         return self.bucketed.encode_seconds + self.eager.encode_seconds
+
+    @property
+    def cache_bytes(self) -> int:
+        """The eager decoder's caches, and every bucket's (made once, kept)."""
+        return self.eager.cache_bytes + self.store.bytes()
 
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
         running = self.active

@@ -112,6 +112,9 @@ class ModelSessions:
         if precision not in self.config.graphs:
             raise ValueError(f"{self.model_dir} has no {precision} graphs; it has {sorted(self.config.graphs)}")
         self.precision = precision
+        # whether a sentence's encoding is its own, whatever else the encoder runs on at once: not in the int8
+        # graphs, whose dynamic quantization scales each activation by the whole run's range
+        self.encodes_apart = precision != "int8"
         self.provider = running_provider(provider)
         if provider == "cuda" and self.provider != "CUDAExecutionProvider":
             log.warning("CUDA was asked for but is not usable here; ONNX Runtime runs on %s", self.provider)

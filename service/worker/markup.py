@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import regex
 
-from service.worker.spans import SEPARATOR, THOUSANDS, made_of_placeholders, placeholder_numbers
+from service.worker.spans import CLOSING, OPENING, SEPARATOR, THOUSANDS, made_of_placeholders, placeholder_numbers
 
 
 @dataclass(eq=False)
@@ -65,8 +65,8 @@ WORD = regex.compile(r"\w+")
 # 2, then 3; with a thousands separator only as one is written ("7 301", never "7318 365": two numbers)
 NUMBER = regex.compile(rf"(?<![\d.,])(?:(\d{{1,3}}){SEPARATOR}|(\d+))(\d{{3}})(?!\d|[.,]\d)")
 # no space is put between a placeholder and an opening bracket or quote before it, or punctuation after it
-OPENING = set("([{«‹„‚“‘\"'¿¡")
-CLOSING = set(".,;:!?)]}»›“”‘’\"'…")
+# (spans.OPENING, spans.CLOSING)
+TIGHT = set(".,;:!?)]}…")  # punctuation that no space comes before
 HYPHENED_BEFORE, HYPHENED_AFTER = regex.compile(r"(?<=\p{L})-$"), regex.compile(r"-(?=\p{L})")
 
 
@@ -319,6 +319,14 @@ def take_out(translation: str, groups: dict[str, Group], source: str) -> tuple[s
         pieces.append(gap)
         length += len(gap)
         last = gap[-1:] or last
+        # the space before tags that end up before punctuation goes with them ("liegt 214 7301 7318." -> "liegt 214.",
+        # "an 030 7301, wenn" -> "an 030, wenn")
+        point = group is not None and any(event.kind == "point" for event in group.events)
+        if last == " " and translation[at : at + 1] in TIGHT and not point:
+            pieces[:] = ["".join(pieces)[:-1]]
+            length -= 1
+            places.update({event: min(place, length) for event, place in places.items()})
+            last = pieces[0][-1:]
         # a copy written twice, or placed where mark() put no space: of the two spaces around it one goes, and a
         # space it leaves at the start
         if (not first or group.spaced != (before, after)) and last in (" ", "") and translation[at : at + 1] == " ":

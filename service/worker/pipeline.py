@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, TypeVar
 
@@ -28,9 +28,9 @@ from service.worker.html_units import DEFAULT_TAGS, Tags
 from service.worker.numbers import localize
 from service.worker.pairs import Pair, Pairs, language_name
 from service.worker.params import clean_text
-from service.worker.projection import bare, markup_placeholders, plain_numbering, project
+from service.worker.projection import Wrapped, bare, markup_placeholders, plain_numbering, project, wrapped
 from service.worker.schemas import DetectedLanguage, TranslateRequest, TranslateResponse
-from service.worker.spans import Protected, Terms, protect
+from service.worker.spans import Protected, Terms, protect, put_back
 from service.worker.text import (
     in_capitals,
     join_translations,
@@ -60,6 +60,21 @@ class Options:
     tags: Tags = DEFAULT_TAGS  # which elements are inline and which untranslated, with markup
 
 
+@dataclass(frozen=True)
+class Held:
+    """A sentence's placeholders: its spans' (glossary terms aside), those of them that stand for inline markup, and
+    how the others are numbered in the sentence without markup (service.worker.projection)."""
+
+    spans: set[str]
+    tags: set[str]
+    numbering: dict[str, str]
+
+    @property
+    def bare_spans(self) -> set[str]:
+        """The placeholders of the sentence without its markup (projection.bare)."""
+        return {self.numbering.get(p, p) for p in self.spans - self.tags}
+
+
 @dataclass
 class Text:
     """One text of q on its way: where it goes, its segments split into sentences, and their translations."""
@@ -71,10 +86,9 @@ class Text:
     segments: list[Protected]  # the text, or each text node of HTML, with its protected spans taken out
     layouts: list[list[str]]  # one split_sentences() layout per segment, long sentences split (split_long)
     localize: Callable[[str], str] | None  # how a number is written in the target language (numbers.localize)
-    # per sentence, its inline markup's placeholders, and how its other ones are numbered without markup
-    # (service.worker.projection)
-    tags: list[tuple[set[str], dict[str, str]]]
+    held: list[Held]  # per sentence
     translations: list[list[str]] | None = None  # per alternative, one translation per sentence
+    put_back: list[int] = field(default_factory=list)  # per alternative, spans put back into their sentences
 
     @property
     def sentences(self) -> list[str]:
@@ -93,28 +107,51 @@ class Text:
         return found
 
     @property
+    def ordinary(self) -> list[str]:
+        """The sentences, one in capitals in ordinary case (it comes back in capitals)."""
+        return [ordinary_case(s) if in_capitals(s) else s for s in self.sentences]
+
+    @property
+    def wrapped(self) -> list[list[Wrapped]]:
+        """Per sentence, the pairs of its markup's placeholders and the words each wraps (projection.wrapped)."""
+        return [wrapped(s, held.tags) for s, held in zip(self.ordinary, self.held)]
+
+    @property
     def model_input(self) -> list[str]:
-        """The sentences as the model reads them: a sentence in capitals in ordinary case (it comes back in
-        capitals); after them, each sentence with inline markup again without it, then each sentence with glossary
-        terms again with its terms as written (set_translations)."""
-        ordinary = [ordinary_case(s) if in_capitals(s) else s for s in self.sentences]
-        return (ordinary + [bare(s, tags, numbering) for s, (tags, numbering) in zip(ordinary, self.tags) if tags]
+        """The sentences as the model reads them (ordinary); after them, each sentence with inline markup again
+        without it, then the words each pair of its markup wraps alone, then each sentence with glossary terms
+        again with its terms as written (set_translations)."""
+        ordinary = self.ordinary
+        return (ordinary + [bare(s, h.tags, h.numbering) for s, h in zip(ordinary, self.held) if h.tags]
+                + [pair.words for pairs in self.wrapped for pair in pairs]
                 + [written(ordinary[i], protected.terms) for i, protected in self.with_terms])
 
     def set_translations(self, nbest: list[list[str]]) -> None:
         """Per alternative, the model's translation of each of model_input: a sentence's in capitals where it was in
-        capitals, with its markup projected onto its translation without markup, its glossary terms placed."""
-        capitals = [in_capitals(s) for s in self.sentences]
-        tagged = len(capitals) + sum(1 for tags, _ in self.tags if tags)
-        self.translations = []
+        capitals, the spans it lost put back (spans.put_back), with its markup projected onto its translation without
+        markup, its glossary terms placed."""
+        ordinary, capitals, pairs = self.ordinary, [in_capitals(s) for s in self.sentences], self.wrapped
+        tagged = len(capitals) + sum(1 for held in self.held if held.tags)
+        alone = tagged + sum(map(len, pairs))
+        self.translations, self.put_back = [], []
         for alternative in nbest:
-            bare_translations, own = iter(alternative[len(capitals) : tagged]), iter(alternative[tagged:])
-            translations = [project(t, next(bare_translations), tags, numbering) if tags else t
-                            for t, (tags, numbering) in zip(alternative, self.tags)]
+            bare_translations, words = iter(alternative[len(capitals) : tagged]), iter(alternative[tagged:alone])
+            own = iter(alternative[alone:])
+            translations, lost = [], 0
+            for t, sentence, held, wraps in zip(alternative, ordinary, self.held, pairs):
+                if held.tags:
+                    plain, missing = put_back(bare(sentence, held.tags, held.numbering), next(bare_translations),
+                                              held.bare_spans)
+                    t = project(t, plain, held.tags, held.numbering, [(pair, next(words)) for pair in wraps])
+                else:
+                    t, missing = put_back(sentence, t, held.spans)
+                translations.append(t)
+                lost += missing
             for i, protected in self.with_terms:
                 terms = {p: protected.spans[p] for p in protected.terms if p in self.sentences[i]}
                 translations[i] = placed(translations[i], next(own), terms)
             self.translations.append([t.upper() if c else t for t, c in zip(translations, capitals)])
+            self.put_back.append(lost)
 
     def render(self, k: int) -> tuple[str, int]:
         """The k-th alternative of this text, in its layout and markup, its protected spans back; the text itself when
@@ -122,7 +159,7 @@ class Text:
         placeholder)."""
         if self.translations is None:
             return self.original, 0
-        segments, put_back, it = [], 0, iter(self.translations[k])
+        segments, put_back, it = [], self.put_back[k], iter(self.translations[k])
         for protected, layout in zip(self.segments, self.layouts):
             translation = join_translations(layout, [next(it) for _ in sentences_of(layout)])
             segment, missing = protected.restore(translation, self.localize)
@@ -253,13 +290,15 @@ class Pipeline:
         pair, detected = self.route(visible, req) if translatable(visible) else (None, None)
         layouts = [self.layout(segment.text, pair, req.target, options) for segment in segments]
         numbers = partial(localize, source=pair.source, target=pair.target) if pair else None
-        tags = []
+        held = []
         for segment, layout in zip(segments, layouts):
             found = markup_placeholders(segment)
             numbering = plain_numbering(segment, found) if found else {}
-            tags += [({p for p in found if p in sentence}, numbering) for sentence in sentences_of(layout)]
+            spans = [p for p in segment.spans if p not in segment.terms]
+            held += [Held({p for p in spans if p in sentence}, {p for p in found if p in sentence}, numbering)
+                     for sentence in sentences_of(layout)]
         return Text(original, pair, detected, html, segments, layouts,
-                    numbers if self.settings.localize_numbers else None, tags)
+                    numbers if self.settings.localize_numbers else None, held)
 
     def layout(self, text: str, pair: Pair | None, target: str, options: Options) -> list[str]:
         """split_sentences()'s layout of a segment, cut as options.split asks ("0": the segment as one sentence),
@@ -321,7 +360,7 @@ class Pipeline:
 
         async def translated(group: list[Text]) -> None:
             hyps = await self.submit(group[0].pair, ids[group[0].pair.name], opts, bulk)
-            await cpu_work(bulk, lambda: self.put_back(group, hyps, opts))
+            await cpu_work(bulk, lambda: self.place_translations(group, hyps, opts))
 
         await all_or_none(translated(group) for group in by_pair(prepared).values())
         return await cpu_work(bulk, lambda: self.answer(req, prepared))
@@ -368,7 +407,7 @@ class Pipeline:
         return hyps
 
     @staticmethod
-    def put_back(texts: list[Text], hyps: list[list[Hypothesis]], opts: SearchOptions) -> None:
+    def place_translations(texts: list[Text], hyps: list[list[Hypothesis]], opts: SearchOptions) -> None:
         """Each text of one pair given its translations: the hypotheses of its sentences, in order."""
         tokenizer, offset = texts[0].pair.tokenizer, 0
         nbest = [tokenizer.decode([nth(h, k).tokens for h in hyps]) for k in range(opts.n_best)]

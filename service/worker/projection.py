@@ -7,20 +7,32 @@ its other placeholders numbered as in the sentence without markup: exactly what 
 is very fast."). The answer is the bare translation with each placeholder put where the marked translation put it:
 the two translations are aligned word by word (difflib), and a placeholder goes after the bare translation's word
 that the word before it aligns with (or before the one that the word after it aligns with). Its words are then the
-words of the sentence without markup; a placeholder the marked translation lost stays lost here too, and is put
-back by place afterwards (service.worker.spans).
+words of the sentence without markup.
+
+The marked translation does not always place a pair: the model drops a placeholder, runs the two together
+("Ball im Garten 73352"), leaves the pair around no word, or around more words than it wrapped ("7352 das blaue
+7369" for "blue"). So the words each pair of placeholders wraps (the first and second of the sentence, the third
+and fourth, ...: an element's open and close, where elements neither nest nor touch) are translated a third time,
+alone (wrapped()), and where the marked translation did not wrap words with the pair, it goes around the words of
+the bare translation that match that translation (window()): "ball" -> "Ball" puts "<strong>" around "Ball"
+wherever the bare translation has it; where it wrapped more words than the source, around those of them that
+match, if some do. A placeholder placed neither way stays lost, and is put back by place afterwards
+(service.worker.spans).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 import regex
 
-from service.worker.spans import FIRST_PLACEHOLDER, HELD, PLACEHOLDER_STEP, Protected, placeholder_pattern, protect
+from service.worker.markup import OPENING, TIGHT
+from service.worker.spans import HELD, Protected, is_placeholder_number, placeholder_pattern, protect
 
 TOKEN = regex.compile(r"\w+|[^\w\s]")
+WORDS = regex.compile(r"[^\W\d_]+")
 CLOSING = regex.compile(r"(?<=\d) (?=[.,;:!?)\]}»…])")
 
 
@@ -28,8 +40,7 @@ def markup_placeholders(protected: Protected) -> set[str]:
     """The placeholders of `protected` that stand for inline markup's own placeholders (markup.mark takes its numbers
     from spans.placeholder_numbers; a number of the text that happens to be one is projected as a tag is, by
     place, and comes back all the same)."""
-    return {placeholder for placeholder, span in protected.spans.items() if span.isdigit()
-            and int(span) >= FIRST_PLACEHOLDER and (int(span) - FIRST_PLACEHOLDER) % PLACEHOLDER_STEP == 0}
+    return {placeholder for placeholder, span in protected.spans.items() if is_placeholder_number(span)}
 
 
 def plain_numbering(protected: Protected, tags: Collection[str]) -> dict[str, str]:
@@ -62,35 +73,114 @@ def bare(sentence: str, tags: Collection[str], numbering: dict[str, str]) -> str
     return renamed(without(sentence, tags), numbering)
 
 
-def project(marked: str, plain: str, placeholders: Collection[str], numbering: dict[str, str]) -> str:
+@dataclass(frozen=True)
+class Wrapped:
+    """A pair of markup placeholders of a sentence, and the words between them."""
+
+    open: str
+    close: str
+    words: str
+    share: float  # where the pair stood, as a share of the sentence's length
+
+
+def wrapped(sentence: str, tags: Collection[str]) -> list[Wrapped]:
+    """The first and second of the sentence's markup placeholders, the third and fourth, ..., each pair with the
+    words between them (other placeholders left out), where there are some."""
+    places = [m for m in regex.finditer(rf"(?<!\d)(?:{'|'.join(tags)})(?!\d)", sentence)] if tags else []
+    pairs = []
+    for first, second in zip(places[::2], places[1::2]):
+        words = " ".join(WORDS.findall(sentence[first.end() : second.start()]))
+        if words:
+            pairs.append(Wrapped(first.group(), second.group(), words, first.start() / len(sentence)))
+    return pairs
+
+
+def same_word(a: str, b: str) -> bool:
+    """Whether two words (lower case) are one word in other forms: equal, or one begins as the other does for four
+    letters, or for the whole of a shorter one ("rot", "rote"; "flug", "fluges")."""
+    common = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return a == b or common >= min(4, len(a), len(b)) and min(len(a), len(b)) >= 3
+
+
+def window(plain: list[str], words: list[str], size: int, near: float) -> tuple[int, int] | None:
+    """The run of at most `size` of the `plain` words (lower case) that begins and ends with one of `words`: the most
+    of them matched, the earliest of `words` among them, beginning nearest to `near` (a share of the words); None
+    if no plain word matches."""
+    matched = [min((k for k, word in enumerate(words) if same_word(p, word)), default=None) for p in plain]
+    best, found = None, None
+    for i in (i for i, first in enumerate(matched) if first is not None):
+        for j in (j for j in range(i, min(i + size, len(plain))) if matched[j] is not None):
+            inside = [m for m in matched[i : j + 1] if m is not None]
+            key = (len(inside), -min(inside), -abs(i / len(plain) - near))
+            if best is None or key > best:
+                best, found = key, (i, j + 1)
+    return found
+
+
+def touches(tokens: list[regex.Match], j: int) -> bool:
+    """Whether tokens[j] follows the token before it with no space between them."""
+    return 0 < j < len(tokens) and tokens[j].start() == tokens[j - 1].end()
+
+
+def glued(tokens: list[regex.Match], j: int) -> bool:
+    """Whether the place before tokens[j] is inside a run of tokens with no space between them (beside punctuation
+    that takes no space there aside)."""
+    return touches(tokens, j) and tokens[j].group() not in TIGHT and tokens[j - 1].group() not in OPENING
+
+
+def project(marked: str, plain: str, placeholders: Collection[str], numbering: dict[str, str],
+            pairs: Sequence[tuple[Wrapped, str]] = ()) -> str:
     """The translation `plain` (of bare(), its placeholders numbered by `numbering`) with each placeholder that the
-    translation `marked` holds, where it holds it, and the other placeholders as `marked` numbers them."""
+    translation `marked` holds, where it holds it, and the other placeholders as `marked` numbers them; a pair that
+    `marked` wraps no word with goes around the words of `plain` that match its words' translation alone (`pairs`:
+    each with that translation)."""
     plain = renamed(plain, {new: old for old, new in numbering.items()})
     found = []  # (where it stood in the marked translation without placeholders, placeholder)
     for placeholder in placeholders:
         if match := regex.search(placeholder_pattern(placeholder), marked):
             found.append((match.start(), placeholder))
             marked = f"{marked[: match.start()]}{HELD * len(match.group())}{marked[match.end() :]}"
-    if not found:
-        return plain
     clean = marked.replace(HELD, " ")  # placeholders out, offsets kept
     marked_tokens = [(m.start(), m.group().lower()) for m in TOKEN.finditer(clean)]
     plain_tokens = list(TOKEN.finditer(plain))
     opcodes = SequenceMatcher(None, [t for _, t in marked_tokens], [m.group().lower() for m in plain_tokens],
                               autojunk=False).get_opcodes()
     same = {i: j1 + i - i1 for tag, i1, i2, j1, _ in opcodes if tag == "equal" for i in range(i1, i2)}
-    inserts = []
+    places = {}  # placeholder -> the plain token it goes before
     for at, placeholder in found:
         i = sum(start < at for start, _ in marked_tokens)  # the marked tokens before it
         if i - 1 in same:  # after the word before it, where that word is the same in both
-            j = same[i - 1] + 1
+            places[placeholder] = same[i - 1] + 1
         elif i in same:  # else before the word after it
-            j = same[i]
+            places[placeholder] = same[i]
         else:  # else at the same place of the block of words that differ
-            j = next(j1 + min(i - i1, j2 - j1) for _, i1, i2, j1, j2 in opcodes if i1 <= i <= i2)
-        inserts.append((plain_tokens[j].start() if j < len(plain_tokens) else len(plain), placeholder))
+            places[placeholder] = next(j1 + min(i - i1, j2 - j1) for _, i1, i2, j1, j2 in opcodes if i1 <= i <= i2)
+    words = [j for j, m in enumerate(plain_tokens) if WORDS.fullmatch(m.group())]
+    for pair, translation in pairs:
+        start, end, size = places.get(pair.open), places.get(pair.close), len(pair.words.split())
+        inside = [j for j in words if start <= j < end] if start is not None and end is not None else []
+        if inside and len(inside) <= size:  # around words, no more than it wraps in the source
+            continue
+        among = inside or words  # around more: narrowed to those of them that match, if some do
+        near = pair.share if start is None else sum(j < start for j in among) / max(len(among), 1)
+        if run := window([plain_tokens[j].group().lower() for j in among], WORDS.findall(translation.lower()),
+                         size, near):
+            places[pair.open], places[pair.close] = among[run[0]], among[run[1] - 1] + 1
+    for pair, _ in pairs:  # an element begins after punctuation that ends the words before it ("030, <a>wenn")
+        last = min(places.get(pair.close, len(plain_tokens)), len(plain_tokens)) - 1
+        while (start := places.get(pair.open)) is not None and 0 < start < last \
+                and plain_tokens[start].group() in TIGHT and touches(plain_tokens, start):
+            places[pair.open] = start + 1
+    if not places:
+        return plain
+    opens = {pair.open for pair, _ in pairs}
+    for placeholder, j in places.items():  # never inside a word joined to the next ("Flug-S-Sch"): before or after it
+        while glued(plain_tokens, j):
+            j += -1 if placeholder in opens else 1
+        places[placeholder] = j
     out, end = [], 0
-    for offset, placeholder in sorted(inserts):
+    for offset, placeholder in sorted((plain_tokens[j].start() if j < len(plain_tokens) else len(plain), p)
+                                      for p, j in places.items()):
         out += [plain[end:offset].rstrip(), f" {placeholder} "]
         end = offset
     out.append(plain[end:].lstrip())

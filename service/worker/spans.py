@@ -5,8 +5,8 @@ URLs, email addresses, @mentions, #hashtags, file paths, `inline code`, emoji, c
 replaced by placeholders that the model copies into the place where its translation puts them; afterwards each
 placeholder becomes its span again (a number written in the target language's style: numbers.localize). Whatever
 the model does, a span is never lost or changed: a placeholder the model dropped (or rewrote) is put back at the
-place in the translation that matches its place in the source (the same share of the text, at a word boundary), and
-counted (translator_placeholders_total{how}).
+place in the translation that matches its place in the source (the same share of its sentence, put_back, or of the
+text, restore; at a word boundary), and counted (translator_placeholders_total{how}).
 
 Every digit of the text belongs to a span, so the model reads no digit but the placeholders', and no user text can
 be taken for a placeholder: a digit of the translation that is not a placeholder the model copied is one it made
@@ -22,7 +22,7 @@ terms (service.worker.deepl.glossary) are held the same way, each given back as 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Protocol
@@ -57,6 +57,12 @@ SEPARATOR = "[.,\u00a0\u202f ]"  # a thousands separator the model may write int
 THOUSANDS = regex.compile(rf"(?<=\d){SEPARATOR}(?=\d{{3}})")
 # private-use characters: a found placeholder is held as HELD, a character of its own, HELD while strays are taken out
 HELD, HELD_FIRST = "\ue000", 0xF0000
+# no space is put between a placeholder and an opening bracket or quote before it, or punctuation after it
+OPENING = set("([{«‹„‚“‘\"'¿¡")
+CLOSING = set(".,;:!?)]}»›“”‘’\"'…")
+# a number standing as service.worker.markup writes its placeholders: between spaces, or beside such marks
+STANDING = regex.compile(rf"(?<![^\s{regex.escape(''.join(OPENING))}])\d{{4,}}"
+                         rf"(?![^\s{regex.escape(''.join(CLOSING))}]|[.,]\d)")
 
 
 @dataclass
@@ -134,7 +140,7 @@ class Terms(Protocol):
 def protect(text: str, terms: Terms | None = None, spans: bool = True) -> Protected:
     """Replace every protected span of `text` (with `spans`: TRANSLATOR_PROTECT_SPANS) and every one of `terms` by a
     placeholder number that `text` does not hold; a term's placeholder is given back as its replacement."""
-    found = [(m.start(), m.end(), m.group(), m.lastgroup) for m in SPANS.finditer(text)] if spans else []
+    found = spans_of(text) if spans else []
     found_terms = [(*term, "term") for term in terms.find(text, [(start, end) for start, end, *_ in found])
                    ] if terms else []
     held, places, numbers, written, pieces, end = {}, {}, set(), {}, [], 0
@@ -151,6 +157,43 @@ def protect(text: str, terms: Terms | None = None, spans: bool = True) -> Protec
         end = stop
     pieces.append(text[end:])
     return Protected("".join(pieces), held, places, numbers, spans, written)
+
+
+def put_back(sentence: str, translation: str, placeholders: Collection[str]) -> tuple[str, int]:
+    """The translation of one sentence with each of its `placeholders` that the model lost (placeholder_pattern
+    finds no copy) inserted as restore() would, at the place matching its place in the sentence; and how many. Done
+    for each sentence as its translation comes (service.worker.pipeline): a span goes back into its own sentence,
+    and lands alike in the translation of a sentence with inline markup and without it (service.worker.projection
+    projects the markup onto the latter)."""
+    lost = sorted((at, placeholder) for placeholder in placeholders if (at := sentence.find(placeholder)) >= 0
+                  and not regex.search(placeholder_pattern(placeholder), translation))
+    for at, placeholder in lost:
+        translation = insert_at_word_boundary(translation, placeholder, at / max(len(sentence), 1))
+    return translation, len(lost)
+
+
+def spans_of(text: str) -> list[tuple[int, int, str, str]]:
+    """(start, end, span, kind) of each span of `text`. No span reaches over a placeholder number standing alone
+    (inline markup's: service.worker.markup) that it did not begin with: a phone number written with spaces would
+    take the tag after it in ("+49 30 1234567 7301"), and the tag would go where the number goes. Such a span ends
+    before the placeholder, and the search goes on from it."""
+    found, at = [], 0
+    while match := SPANS.search(text, at):
+        inside = (m for m in STANDING.finditer(text, match.start() + 1, match.end()) if is_placeholder_number(m[0]))
+        if cut := next(inside, None):
+            before = SPANS.finditer(text, match.start(), cut.start())
+            found += [(m.start(), m.end(), m.group(), m.lastgroup) for m in before]
+            at = cut.start()
+        else:
+            found.append((match.start(), match.end(), match.group(), match.lastgroup))
+            at = match.end()
+    return found
+
+
+def is_placeholder_number(text: str) -> bool:
+    """Whether a text is a number placeholder_numbers() gives."""
+    return (text.isdigit() and not text.startswith("0") and int(text) >= FIRST_PLACEHOLDER
+            and (int(text) - FIRST_PLACEHOLDER) % PLACEHOLDER_STEP == 0)
 
 
 def insert_at_word_boundary(text: str, span: str, share: float) -> str:

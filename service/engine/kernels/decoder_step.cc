@@ -12,10 +12,9 @@
 //     slot of row i (slot j at slot_rows[i, j], j < positions[i]); empty, each row holds its own. A beam reorder then
 //     reorders this table, not the caches: beams that share a parent read its slots where they are.
 // ours.DecoderCrossAttention(q, cross_k, cross_v, src_mask, cross_from) -> out
-//     The same over the encoder's keys and values (N, H, S, Dh), at the source positions src_mask (N, S) keeps.
-//     cross_from (N,) int64, or empty (0,): the row of cross_k and cross_v that row i reads (empty: its own). A beam
-//     sentence's rows hold the same keys and values; read from its first row, they come from memory once, not once
-//     a beam.
+//     The same over the encoder's keys and values (M, H, S, Dh), at the source positions src_mask (N, S) keeps.
+//     cross_from (N,) int64, or empty (0,): the row of cross_k and cross_v that row i reads (empty: its own, M = N).
+//     A beam sentence's rows read one row of keys and values, held once a sentence, not once a beam.
 // ours.TopLogSoftmax(logits, width) -> top_logp, top_tokens
 //     Each row's `width` (a (1,) int64) best tokens and their log-probabilities, best first, the lower token first
 //     among equals: TopK(LogSoftmax(logits), width), without the (N, V) log-probabilities written and read again.
@@ -350,14 +349,16 @@ struct CrossAttentionKernel {
     auto q = ctx.GetInput(0), cross_k = ctx.GetInput(1), cross_v = ctx.GetInput(2), mask = ctx.GetInput(3);
     auto cross_from = ctx.GetInput(4);
     const std::vector<int64_t> shape = cross_k.GetTensorTypeAndShapeInfo().GetShape();
-    const int64_t rows = shape[0], heads = shape[1], length = shape[2], dh = shape[3];
+    const int64_t held = shape[0], heads = shape[1], length = shape[2], dh = shape[3];
+    const int64_t rows = q.GetTensorTypeAndShapeInfo().GetShape()[0];
     const int64_t named = static_cast<int64_t>(cross_from.GetTensorTypeAndShapeInfo().GetElementCount());
     const int64_t* from = named > 0 ? cross_from.GetTensorData<int64_t>() : nullptr;
-    if (from && named != rows) {
-      ORT_CXX_API_THROW("DecoderCrossAttention: cross_from must name a row for each row", ORT_INVALID_ARGUMENT);
+    if (from ? named != rows : held != rows) {
+      ORT_CXX_API_THROW("DecoderCrossAttention: cross_from must name a row for each row, or be empty where the keys "
+                        "and values hold a row for each", ORT_INVALID_ARGUMENT);
     }
     for (int64_t r = 0; from && r < rows; ++r) {
-      if (from[r] < 0 || from[r] >= rows) ORT_CXX_API_THROW("DecoderCrossAttention: cross_from names no row",
+      if (from[r] < 0 || from[r] >= held) ORT_CXX_API_THROW("DecoderCrossAttention: cross_from names no row",
                                                            ORT_INVALID_ARGUMENT);
     }
     float* out = ctx.GetOutput(0, {rows, heads * dh}).GetTensorMutableData<float>();
