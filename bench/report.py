@@ -382,17 +382,33 @@ def hostile_documents(results: list[dict]) -> list[Figure]:
     data = results[0]
     figures = []
     for name, bomb in data["bombs"].items():
+        if name == "load_average_after":
+            continue
         growth, after = bomb["worker_rss_growth_mib"], bomb["worker_rss_10s_after_over_idle_mib"]
         figures.append(Figure(f"{name} (answered {bomb['got']}): a worker's RSS growth", mib(growth),
                               verdict("≤ 100 MiB", growth <= 100)))
         figures.append(Figure(f"{name}: its RSS 10 s after, over idle", mib(after), verdict("≤ 50 MiB", after <= 50)))
-    probe = data["uploads"]["probe"]
-    figures.append(Figure(f"a probe's p99 while {data['uploads']['clients']} clients upload 1 MB documents",
-                          f"{probe['p99_s']:.2f} s", goal(probe["p99_s"], "≤ 1 s", probe["p99_s"] <= 1)))
-    idle = data["refused"]["engine_idle_after_last_answer_or_hang_up_s"]
-    figures.append(Figure(f"the engine idle after {data['refused']['documents']} refused documents",
-                          f"{idle:.2f} s", goal(idle / 2, "≤ 2 s", idle <= 2)))
+    uploads = data["uploads"]
+    figures.append(probe_p99(f"while {uploads['clients']} clients upload 1 MB documents", uploads))
+    if "worker_rss_10s_after_over_idle_mib" in uploads:
+        after = uploads["worker_rss_10s_after_over_idle_mib"]
+        figures.append(Figure("the workers' RSS 10 s after those uploads, over idle", mib(after),
+                              verdict("≤ 50 MiB", after <= 50)))
+    for label, case in data.get("paragraph", {}).items():
+        figures.append(probe_p99(f"while {case['clients']} clients upload a 1 MB paragraph ({label})", case))
+    for key, what in (("refused", "whose clients hang up"), ("refused_503", "refused 503")):
+        if key in data:
+            idle = data[key]["engine_idle_after_last_answer_or_hang_up_s"]
+            figures.append(Figure(f"the engine idle after {data[key]['documents']} documents {what}",
+                                  f"{idle:.2f} s", goal(idle / 2, "≤ 2 s", idle <= 2)))
     return figures
+
+
+def probe_p99(during: str, case: dict) -> Figure:
+    """The figure of a probe's p99 latency against the goal of 1 s."""
+    p99 = case["probe"]["p99_s"]
+    load = f" (load {case['load_average_after'][0]:g})" if "load_average_after" in case else ""
+    return Figure(f"a probe's p99 {during}{load}", f"{p99:.2f} s", goal(p99, "≤ 1 s", p99 <= 1))
 
 
 def glossary(results: list[dict]) -> list[Figure]:
@@ -604,7 +620,8 @@ QUESTIONS = [
     Question(
         "Hostile documents",
         "Document bombs uploaded alone (their answer and an HTTP worker's memory), a probe sentence every 0.5 s while "
-        "50 clients upload 1 MB documents, and how soon the engine is idle after 8 refused documents.",
+        "50 clients upload 1 MB documents (and while 4 upload a paragraph of 1 MB), and how soon the engine is idle "
+        "after 8 documents whose clients hang up, and after 8 refused.",
         "the goals", ("hostile-documents.json",), hostile_documents,
     ),
     Question(

@@ -147,9 +147,10 @@ class Settings(BaseSettings):
         "`/translate_file`, counted as the file is read, before its tree is built; a file with more gets 413"
     )
     documents_at_once: int = Field(
-        1, ge=1, description="documents of `/translate_file` that one HTTP worker has in the engine at once; the "
-        "others wait their turn in the worker (their clients may hang up), holding no place in the engine's queue, "
-        "which stays open to other requests"
+        1, ge=1, description="documents of `/translate_file` and `/v2/document` that one HTTP worker reads, "
+        "translates and writes at once; the others wait their turn in the worker as the bytes uploaded (their clients "
+        "may hang up), holding no parsed document and no place in the engine's queue, which stays open to other "
+        "requests"
     )
     max_body_bytes: int = Field(
         1 << 20, ge=1, description="bytes of one request body; a larger one gets 413 before it is read"

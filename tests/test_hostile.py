@@ -5,7 +5,9 @@ TRANSLATOR_MAX_HEADER_FIELDS gets 431 (or its connection closes) and costs the w
 slow heads and slow bodies are closed (408 for the last two); file names never give a 500; markup and repeated
 parameters do not hold the worker's event loop (another client's /health stays fast meanwhile); JSON and form bodies
 are UTF-8; a drain or the engine's death answers every request sent on a keep-alive connection, with
-Connection: close. The clients are bench.serving.hostile's, which measures the same cases on the shipped models.
+Connection: close; document bombs are refused or read within a worker's memory, documents uploaded at once (even of
+one long paragraph) leave another client's sentence fast, and the engine is idle soon after documents are refused or
+their clients leave. The clients are bench.serving.hostile's, which measures the same cases on the shipped models.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import pytest
 
 from bench.serving.hostile import (
     NESTED_MARKUP,
+    QUEUE_THAT_REFUSES,
     REPEATED_Q,
     Reply,
+    bombs,
     engine_death,
     exchange,
     file_names,
@@ -35,8 +39,10 @@ from bench.serving.hostile import (
     multipart_file,
     port_of,
     read_reply,
+    refused_documents,
     sigterm,
     stall,
+    uploads_and_probe,
 )
 from service.launch import RunningService, running_service
 from service.settings import Settings
@@ -408,3 +414,107 @@ def test_the_first_error_cancels_the_other_parts_of_a_request():
         return time.monotonic() - started
 
     assert asyncio.run(main()) < 1 and len(cancelled) == 2
+
+
+# --- documents: bombs, uploads at once, clients that leave ----------------------------------------------------
+
+
+def test_document_bombs_are_refused_or_read_within_a_workers_memory(server: RunningService):
+    """Before: a 60 KB .docx raised its worker by 3 GB, a 4 KB .epub naming its chapter four times by 1 GB, 4 MB of
+    <br> by 640 MB."""
+    found = bombs(server, hang_up_s=3, settle_s=2)
+    docx, epub, html = (found[case] for case in ("docx of 40 MiB of empty paragraphs",
+                                                 "epub naming a 2 MB chapter four times", "html of 4 MB of <br>"))
+    assert docx["got"] == html["got"] == "413", found
+    assert epub["got"] in ("200", "unfinished (hung up)"), found  # within the limits: translated
+    for case in (docx, epub, html):
+        assert case["worker_rss_growth_mib"] <= 100 and case["worker_rss_2s_after_over_idle_mib"] <= 50, found
+        assert case["engine_idle_after_s"] <= 2, found
+
+
+def test_a_sentence_stays_fast_while_clients_upload_documents(tiny_model_dir: Path, tmp_path: Path):
+    """Documents are bulk work: a probe's sentence goes before them and is never refused for them, and they are
+    never shed for waiting (here past a queue deadline of 1 s, so that a document taken for interactive work would
+    be answered 503, and the probe refused behind it)."""
+    with running_service(tiny_model_dir, tmp_path / "service.log", http_workers=1, threads=1, log_level="warning",
+                         max_queue_wait_s=1) as service:
+        found = uploads_and_probe(service, clients=10, megabytes=0.2, seconds=5, settle_s=2)
+    assert found["probe"]["got"] == {"200": found["probe"]["count"]}, found
+    assert found["probe"]["p99_s"] <= 1, found
+    assert "503" not in found["uploads"], found
+    assert found["engine_idle_after_hang_up_s"] <= 2, found
+    assert found["worker_rss_2s_after_over_idle_mib"] <= 50, found
+
+
+def test_a_paragraph_of_a_megabyte_does_not_hold_the_event_loop(server: RunningService):
+    """A document's text is split and tokenized off the event loop. Before: a paragraph of 1 MB held it for
+    seconds, and every other request of the worker waited."""
+    found = uploads_and_probe(server, clients=1, megabytes=1.0, seconds=5, settle_s=0, one_line=True)
+    assert found["probe"]["got"] == {"200": found["probe"]["count"]}, found
+    assert found["probe"]["max_s"] <= 1, found
+
+
+def test_the_engine_is_idle_soon_after_documents_are_refused_or_their_clients_leave(
+    server: RunningService, tiny_model_dir: Path, tmp_path: Path
+):
+    """Their sentences leave the engine at its next step."""
+    left = refused_documents(server, count=4, megabytes=0.3, hang_up_s=3)
+    assert left["got"] == {"unfinished (hung up)": 4}, left
+    assert left["engine_idle_after_last_answer_or_hang_up_s"] <= 2, left
+    with running_service(tiny_model_dir, tmp_path / "service.log", http_workers=1, threads=1, log_level="warning",
+                         **QUEUE_THAT_REFUSES) as refusing:
+        refused = refused_documents(refusing, count=8, megabytes=0.3, hang_up_s=10)
+    assert refused["got"].get("503", 0) >= 4, refused
+    assert refused["engine_idle_after_last_answer_or_hang_up_s"] <= 2, refused
+
+
+def test_the_memory_of_documents_goes_back_once_the_last_one_is_answered(monkeypatch):
+    """glibc's free pages go back to the system when a worker holds no document any more, not before."""
+    from service.worker.documents import Limits
+    from service.worker.documents import translate as documents
+
+    released, both_read = [], asyncio.Event()
+    monkeypatch.setattr(documents, "trim_malloc", lambda: released.append(documents.HELD.count))
+
+    async def translate_texts(texts: list[str]) -> list[str]:
+        if documents.HELD.count == 2:
+            both_read.set()
+        await both_read.wait()  # the two documents are held at once
+        return [text.upper() for text in texts]
+
+    async def main() -> list[bytes]:
+        limits = Limits(chars=1000, nodes=1000)
+        first = documents.translate_file(b"A man is riding.\n", ".txt", limits, translate_texts, "de")
+        second = documents.translate_file(b"A dog runs.\n", ".txt", limits, translate_texts, "de")
+        return await asyncio.gather(first, second)
+
+    assert asyncio.run(main()) == [b"A MAN IS RIDING.\n", b"A DOG RUNS.\n"]
+    documents.READING.submit(lambda: None).result()  # what was queued in the thread has run
+    assert released == [0]
+
+
+def test_documents_waiting_for_their_turn_are_not_read_yet(monkeypatch):
+    """A worker reads, translates and writes TRANSLATOR_DOCUMENTS_AT_ONCE documents at once: the others hold their
+    bytes only, never a parsed tree (50 uploads of a 1 MB document used to be parsed, and held, at once)."""
+    from service.worker.documents import Limits
+    from service.worker.documents import translate as documents
+
+    reads, read_while_translating, first_translating = [], [], asyncio.Event()
+    read = documents.read
+    monkeypatch.setattr(documents, "read", lambda data, *rest: reads.append(data) or read(data, *rest))
+
+    async def translate_texts(texts: list[str]) -> list[str]:
+        first_translating.set()
+        await asyncio.sleep(0.2)
+        read_while_translating.append(len(reads))
+        return texts
+
+    async def main() -> None:
+        turn, limits = asyncio.Semaphore(1), Limits(chars=1000, nodes=1000)
+        first = asyncio.ensure_future(documents.translate_file(b"One.\n", ".txt", limits, translate_texts, "de", turn))
+        await first_translating.wait()
+        await asyncio.gather(first, documents.translate_file(b"Two.\n", ".txt", limits, translate_texts, "de", turn))
+
+    asyncio.run(main())
+    assert read_while_translating == [1, 2], read_while_translating  # the second waited for its turn unread
+    assert reads == [b"One.\n", b"Two.\n"]

@@ -16,17 +16,25 @@ drain: 16 keep-alive clients through a SIGTERM drain, then through the engine pr
     a reused connection that got a reset or EOF instead of an answer (goal 0), 503s without
     Connection: close, new connections refused or reset as the port closed (allowed).
 bombs: each document bomb (a .docx of 40 MB of empty paragraphs, an .epub naming a 2 MB chapter four
-    times, an .html of 4 MB of <br>) uploaded alone: its answer, the growth of an HTTP worker's RSS (goal <= 100 MiB)
-    and its RSS 10 s after over idle (goal <= 50 MiB).
+    times, an .html of 4 MB of <br>; and an .html of as many paragraphs as the node limit lets through) uploaded
+    alone: its answer (a bomb within the limits is translated: its client hangs up after 20 s), the growth of an
+    HTTP worker's RSS (goal <= 100 MiB), its RSS 10 s after over idle (goal <= 50 MiB), and how long after the
+    answer or hang-up the engine is idle.
 uploads: 50 clients upload a 1 MB .txt of real text at once and hang up after 30 s; meanwhile a probe
-    sends one sentence every half second (goal: p99 <= 1 s); then how long until the engine is idle.
-refused: 8 large .txt uploads at once, whose clients hang up after 30 s; how long after the last error
+    sends one sentence every half second (goal: p99 <= 1 s); then how long until the engine is idle, and the
+    workers' RSS 10 s after, over idle.
+paragraph: 4 clients upload a .txt whose one line is 1 MB of real text (a paragraph within the limits) and hang
+    up after 20 s; meanwhile the probe, as in uploads (goal: p99 <= 1 s). With --baseline CHECKOUT, the same against
+    that checkout's service first (before: a document's text was split and tokenized on the event loop).
+refused: 8 large .txt uploads at once, whose clients hang up after 30 s; then 8 more on a service whose engine
+    queue (TRANSLATOR_MAX_QUEUE=256, TRANSLATOR_DOCUMENTS_AT_ONCE=4) refuses them 503; how long after the last error
     answer or hang-up the engine's queue and batch are empty (goal: <= 2 s).
 protocol: server CPU time per request under wrk (32 connections, GET on a trivial ASGI app) with uvicorn's httptools
     protocol, ours (service.worker.server.BoundedHttpProtocol: the same parser with limits) and h11.
 
-Results: bench/results/hostile.json (--name: another name; the document cases' run is in hostile-documents.json). The
-tests (tests/test_hostile.py) run the same clients against the tiny model.
+Results: bench/results/hostile.json (--name: another name; the document cases' run is in hostile-documents.json), with
+the load average after each case (the machine is shared). The tests (tests/test_hostile.py) run the same clients
+against the tiny model.
 """
 
 from __future__ import annotations
@@ -555,6 +563,8 @@ BOMBS: dict[str, tuple[str, Callable[[], bytes]]] = {
     "docx of 40 MiB of empty paragraphs": ("bomb.docx", docx_of_empty_paragraphs),
     "epub naming a 2 MB chapter four times": ("bomb.epub", epub_of_one_chapter_named_four_times),
     "html of 4 MB of <br>": ("bomb.html", lambda: b"<br>" * (1 << 20)),
+    # not the issue's: as many nodes as the default TRANSLATOR_MAX_FILE_NODES lets through, short of a thousand
+    "html of 99,500 paragraphs (within the node limit)": ("limit.html", lambda: b"<p>x" * 99_500),
 }
 
 
@@ -574,10 +584,11 @@ def peak_rss_while(pids: list[int], work: Callable[[], object]) -> tuple[object,
     return while_running(work, watch), peak
 
 
-def bombs(service: RunningService, hang_up_s: float = 20) -> dict:
+def bombs(service: RunningService, hang_up_s: float = 20, settle_s: float = 10) -> dict:
     """Each document bomb uploaded alone: its answer (a bomb read within the limits is translated: its client hangs
-    up after `hang_up_s`), its time, the largest growth of an HTTP worker's RSS meanwhile (goal: <= 100 MiB) and
-    each worker's RSS 10 s after, beside idle (goal: <= 50 MiB)."""
+    up after `hang_up_s`), its time, the largest growth of an HTTP worker's RSS meanwhile (goal: <= 100 MiB), how long
+    after the answer or hang-up the engine is idle (goal: <= 2 s), and each worker's RSS `settle_s` after, beside
+    idle (goal: <= 50 MiB)."""
     port, (_, workers) = port_of(service), engine_and_workers(service)
     results = {}
     for case, (name, make) in BOMBS.items():
@@ -587,13 +598,23 @@ def bombs(service: RunningService, hang_up_s: float = 20) -> dict:
         request = upload(name, data)
         reply, peak = peak_rss_while(workers, functools.partial(exchange_or_hang_up, port, request, hang_up_s))
         seconds = time.perf_counter() - started
-        time.sleep(10)
+        engine_idle = seconds_until_idle(port, time.monotonic())
+        time.sleep(settle_s)
         after = {pid: rss_mib(pid) for pid in workers}
         body = reply.body.decode(errors="replace")[:200] if isinstance(reply, Reply) else ""
         results[case] = {"bytes": len(data), "got": outcome(reply), "answer": body, "seconds": round(seconds, 2),
                          "worker_rss_growth_mib": round(max(peak[pid] - idle[pid] for pid in workers), 1),
-                         "worker_rss_10s_after_over_idle_mib": round(max(after[pid] - idle[pid] for pid in workers), 1)}
+                         "engine_idle_after_s": engine_idle,
+                         f"worker_rss_{settle_s:g}s_after_over_idle_mib":
+                             round(max(after[pid] - idle[pid] for pid in workers), 1)}
     return results
+
+
+def seconds_until_idle(port: int, since: float, limit_s: float = 120) -> float:
+    """How long after `since` (time.monotonic()) the engine has no sentence waiting or running (at most limit_s)."""
+    while engine_busy(port) and time.monotonic() - since < limit_s:
+        time.sleep(0.05)
+    return round(time.monotonic() - since, 2)
 
 
 def exchange_or_hang_up(port: int, data: bytes, seconds: float) -> Reply | str:
@@ -642,12 +663,15 @@ def probe_translate(port: int, until: float, every_s: float = 0.5) -> list[tuple
 
 
 def uploads_and_probe(service: RunningService, clients: int = 50, megabytes: float = 1.0,
-                      seconds: float = 30.0) -> dict:
-    """`clients` upload a `megabytes` MB .txt of real text at once, and hang up after `seconds`; meanwhile a probe
-    sends one sentence every half second (goal: its p99 <= 1 s), beside its latency on the idle service just before.
-    Then how long the engine takes to be idle again."""
+                      seconds: float = 30.0, settle_s: float = 10, one_line: bool = False) -> dict:
+    """`clients` upload a `megabytes` MB .txt of real text at once (`one_line`: all of it one line, a paragraph), and
+    hang up after `seconds`; meanwhile a probe sends one sentence every half second (goal: its p99 <= 1 s), beside its
+    latency on the idle service just before. Then how long the engine takes to be idle again, and the workers' RSS
+    `settle_s` after that, over their RSS before."""
     port, (_, workers) = port_of(service), engine_and_workers(service)
-    document = upload("real.txt", real_text(megabytes))
+    text = real_text(megabytes)
+    document = upload("real.txt", text.replace(b"\n", b" ") + b"\n" if one_line else text)
+    rss_before = settled_rss(workers)
     idle = [t for _, t in probe_translate(port, time.monotonic() + 5)]
     until = time.monotonic() + seconds
     got: list[str] = []
@@ -669,16 +693,18 @@ def uploads_and_probe(service: RunningService, clients: int = 50, megabytes: flo
     answers, peak = peak_rss_while(workers, lambda: probe_translate(port, until))
     for thread in threads:
         thread.join()
-    hung_up = time.monotonic()
-    while engine_busy(port) and time.monotonic() - hung_up < 60:
-        time.sleep(0.1)
+    engine_idle = seconds_until_idle(port, time.monotonic(), limit_s=60)
+    time.sleep(settle_s)
     times = [t for _, t in answers]
-    return {"clients": clients, "megabytes": megabytes, "seconds": seconds, "uploads": dict(Counter(got)),
+    return {"clients": clients, "megabytes": megabytes, "one_line": one_line, "seconds": seconds,
+            "uploads": dict(Counter(got)),
             "probe_idle_before": {"p50_s": round(percentile(idle, 50), 3), "max_s": round(max(idle), 3)},
             "probe": {"got": dict(Counter(g for g, _ in answers)), "p50_s": round(percentile(times, 50), 3),
                       "p99_s": round(percentile(times, 99), 3), "max_s": round(max(times), 3), "count": len(times)},
             "worker_peak_rss_mib": [round(peak[pid], 1) for pid in workers],
-            "engine_idle_after_hang_up_s": round(time.monotonic() - hung_up, 2)}
+            "engine_idle_after_hang_up_s": engine_idle,
+            f"worker_rss_{settle_s:g}s_after_over_idle_mib":
+                round(max(rss_mib(pid) - rss_before[pid] for pid in workers), 1)}
 
 
 def refused_documents(service: RunningService, count: int = 8, megabytes: float = 1.0, hang_up_s: float = 30) -> dict:
@@ -693,26 +719,32 @@ def refused_documents(service: RunningService, count: int = 8, megabytes: float 
         answered.append((outcome(exchange_or_hang_up(port, document, hang_up_s)), time.monotonic()))
 
     in_threads(client, count)
-    last = max(at for _, at in answered)
-    while engine_busy(port) and time.monotonic() - last < 120:
-        time.sleep(0.05)
     return {"documents": count, "megabytes": megabytes, "got": dict(Counter(got for got, _ in answered)),
-            "engine_idle_after_last_answer_or_hang_up_s": round(time.monotonic() - last, 2)}
+            "engine_idle_after_last_answer_or_hang_up_s": seconds_until_idle(port, max(at for _, at in answered))}
 
 
 # --- the benchmark --------------------------------------------------------------------------------------------
 
 
+QUEUE_THAT_REFUSES = {"max_queue": 256, "documents_at_once": 4}  # the refused case's second service
+
+
 @contextmanager
-def service(model_dir: Path, name: str, **settings: object) -> Iterator[RunningService]:
-    """The service with default settings (and these), logging to bench/results/tmp/hostile-NAME.log."""
+def service(model_dir: Path, name: str, checkout: Path = REPO, **settings: object) -> Iterator[RunningService]:
+    """The service of a checkout (this one) with default settings (and these), logging to
+    bench/results/tmp/hostile-NAME.log."""
     log = RESULTS / "tmp" / f"hostile-{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    with running_service(model_dir, log, **settings) as running:
+    with running_service(model_dir, log, checkout=checkout, **settings) as running:
         yield running
 
 
-def run_cases(model_dir: Path, cases: list[str], rounds: int) -> dict:
+def loaded(case: dict) -> dict:
+    """A case's results with the machine's load average as it ended (the machine is shared)."""
+    return {**case, "load_average_after": [round(load, 1) for load in os.getloadavg()]}
+
+
+def run_cases(model_dir: Path, cases: list[str], rounds: int, baseline: Path | None = None) -> dict:
     results: dict = {}
     if {"headers", "stall", "files", "idle"} & set(cases):
         with service(model_dir, "probes") as running:
@@ -733,13 +765,21 @@ def run_cases(model_dir: Path, cases: list[str], rounds: int) -> dict:
                                    "slowloris": held_connections(port, 200, 1.0, 60)}
     if "bombs" in cases:
         with service(model_dir, "bombs") as running:
-            results["bombs"] = bombs(running)
+            results["bombs"] = loaded(bombs(running))
     if "uploads" in cases:
         with service(model_dir, "uploads") as running:
-            results["uploads"] = uploads_and_probe(running)
+            results["uploads"] = loaded(uploads_and_probe(running))
+    if "paragraph" in cases:
+        results["paragraph"] = {}
+        for label, checkout in ([("baseline", baseline)] if baseline else []) + [("this checkout", REPO)]:
+            with service(model_dir, "paragraph", checkout) as running:
+                case = uploads_and_probe(running, clients=4, seconds=20, one_line=True)
+            results["paragraph"][label] = loaded({"checkout": str(checkout), **case})
     if "refused" in cases:
         with service(model_dir, "refused") as running:
-            results["refused"] = refused_documents(running)
+            results["refused"] = loaded(refused_documents(running))
+        with service(model_dir, "refused-503", **QUEUE_THAT_REFUSES) as running:
+            results["refused_503"] = loaded({"settings": QUEUE_THAT_REFUSES, **refused_documents(running)})
     if "drain" in cases:
         results["drain"] = {}
         for stop in (sigterm, engine_death):
@@ -753,9 +793,10 @@ def run_cases(model_dir: Path, cases: list[str], rounds: int) -> dict:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-dir", type=Path, default=SHIPPED_MODELS)
-    names = ["headers", "stall", "files", "idle", "bombs", "uploads", "refused", "drain", "protocol"]
+    names = ["headers", "stall", "files", "idle", "bombs", "uploads", "paragraph", "refused", "drain", "protocol"]
     p.add_argument("--cases", nargs="+", choices=names, default=names)
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the protocol comparison")
+    p.add_argument("--baseline", type=Path, help="another checkout whose service the paragraph case also measures")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--name", default="hostile", help="the results file's name (bench/results/NAME.json)")
     p.add_argument("--serve-protocol", choices=["httptools", "bounded", "h11"], help=argparse.SUPPRESS)
@@ -770,7 +811,7 @@ def main(argv: list[str] | None = None) -> None:
            "command": "python -m bench.serving.hostile " + " ".join(argv if argv is not None else sys.argv[1:]),
            "load_average_before": [round(load, 1) for load in os.getloadavg()]}  # the machine is shared
     results = {"run": run, "machine": environment(["uvicorn", "httptools", "h11", "beautifulsoup4", "selectolax"]),
-               **run_cases(args.model_dir, args.cases, args.rounds)}
+               **run_cases(args.model_dir, args.cases, args.rounds, args.baseline)}
     print(json.dumps(results, indent=2, ensure_ascii=False))
     write_results(args.out, args.name, results)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 from pathlib import Path
 
@@ -15,14 +14,6 @@ def resident_bytes() -> int:
         return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except OSError:
         return 0
-
-
-def trim_malloc() -> None:
-    """glibc's malloc_trim(0): free heap pages go back to the system (elsewhere nothing to do)."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 class MemoryWatch:

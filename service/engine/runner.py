@@ -20,8 +20,8 @@ from core.search import Hypothesis, SearchOptions, search
 from service.engine.config import ModelOptions
 from service.engine.decoder import EagerDecoder, eager_decoder
 from service.engine.graphed import BucketStore, SwitchingDecoder, captured_store
-from service.engine.memory import trim_malloc
 from service.engine.sessions import ModelSessions
+from service.memory import trim_malloc
 
 
 @dataclass

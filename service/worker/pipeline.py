@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from core.search import Hypothesis, SearchOptions
 from service.metrics import Metrics
@@ -43,6 +44,8 @@ NOTHING_DETECTED = ("en", 0.0)  # LibreTranslate's detection of text with nothin
 DOCUMENT_BATCH = 64  # texts (paragraphs, cells, cues) of a document in one internal request
 DOCUMENT_REQUESTS = 3  # a document's internal requests at a time: enough to keep the running batch full
 DOCUMENT_SAMPLE = 5000  # characters of a document its language is detected on
+DOCUMENT_TEXTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="document-texts")  # Pipeline.run's, for bulk
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,8 @@ class Pipeline:
         self.metrics = metrics
         # no translation is longer than the positions of its model: a larger max_length is capped, never an error
         self.longest_output = max(pair.config.model.max_len for pair in pairs.pairs.values())
-        self.documents = asyncio.Semaphore(settings.documents_at_once)  # documents in the engine at once
+        # documents read, translated and written at once (service.worker.documents.translate.translate_file's turn)
+        self.documents = asyncio.Semaphore(settings.documents_at_once)
 
     def beam_size(self, req: TranslateRequest) -> int:
         """The beam a request decodes with: its own or the default, and wide enough for its alternatives."""
@@ -318,8 +322,7 @@ class Pipeline:
         the request limits): with source "auto" its language is detected once, on the whole document; then
         DOCUMENT_BATCH texts a request, DOCUMENT_REQUESTS requests at a time, so that the running batch stays full.
         They go to the engine as bulk work, after interactive requests and never refused for the document's own
-        requests waiting ahead of them (service.engine.admission). At most TRANSLATOR_DOCUMENTS_AT_ONCE documents of
-        this worker are in the engine at once: the others wait here. `progress` is called with the texts of each
+        requests waiting ahead of them (service.engine.admission). `progress` is called with the texts of each
         request once they are translated; `options` as a request's (a glossary's terms)."""
         check = TranslateRequest(q=texts or [""], source=source, target=target)
         self.check(check)
@@ -336,8 +339,7 @@ class Pipeline:
             if progress:
                 progress(req.q)
 
-        async with self.documents:
-            await all_or_none(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH))
+        await all_or_none(batch(begin) for begin in range(0, len(texts), DOCUMENT_BATCH))
         return translated
 
     def document_language(self, texts: list[str], target: str) -> str:
@@ -353,24 +355,31 @@ class Pipeline:
                   options: Options = Options()) -> TranslateResponse:
         """Clean, route, split, tokenize and submit the texts; `request_limits`: a request's max_chars and
         max_request_work hold (a document has its own limit, checked when it is read); `bulk`: a document's texts,
-        bulk work for the engine."""
+        bulk work for the engine, prepared and put back in the DOCUMENT_TEXTS thread, off the event loop (a
+        document's paragraph may be megabytes of text)."""
+        prepared, ids, opts = await cpu_work(bulk, lambda: self.tokenized(req, texts, request_limits, options))
+
+        async def translated(group: list[Text]) -> None:
+            hyps = await self.submit(group[0].pair, ids[group[0].pair.name], opts, bulk)
+            await cpu_work(bulk, lambda: self.place_translations(group, hyps, opts))
+
+        await all_or_none(translated(group) for group in by_pair(prepared).values())
+        return await cpu_work(bulk, lambda: self.answer(req, prepared))
+
+    def tokenized(self, req: TranslateRequest, texts: list[str], request_limits: bool, options: Options
+                  ) -> tuple[list[Text], dict[str, list[list[int]]], SearchOptions]:
+        """The texts prepared, each pair's source ids (its texts' sentences in order) and the search options, every
+        limit checked."""
         cleaned = [clean_text(text) for text in texts]
         if request_limits:
             self.check_texts(cleaned)
         self.check(req)
         prepared = [self.prepare(original, text, req, options) for original, text in zip(texts, cleaned)]
-        by_pair: dict[str, list[Text]] = {}
-        for text in prepared:
-            if text.pair and text.sentences:
-                by_pair.setdefault(text.pair.name, []).append(text)
-        ids = {}
-        for name, group in by_pair.items():
-            pair = group[0].pair
-            ids[name] = pair.source_ids([s for t in group for s in t.model_input])
+        ids = {name: group[0].pair.source_ids([s for t in group for s in t.model_input])
+               for name, group in by_pair(prepared).items()}
         opts = self.search_options(req)
         self.check_sizes([x for pair_ids in ids.values() for x in pair_ids], opts, request_limits)
-        await all_or_none(self.submit(group, ids[name], opts, bulk) for name, group in by_pair.items())
-        return self.answer(req, prepared)
+        return prepared, ids, opts
 
     def check_sizes(self, sentences: list[list[int]], opts: SearchOptions, work_limit: bool) -> None:
         """No sentence longer than max_sentence_tokens, and (`work_limit`) at most max_request_work decoder rows x
@@ -389,15 +398,20 @@ class Pipeline:
                 f"limit is {s.max_request_work}; send fewer sentences or a smaller beam"
             )
 
-    async def submit(self, texts: list[Text], ids: list[list[int]], opts: SearchOptions, bulk: bool = False) -> None:
-        """Translate the sentences of texts routed to one pair (`ids`, in order): max_sentences at a time, so that
-        a long text is never refused for a count of sentences its client cannot see."""
-        pair, step = texts[0].pair, self.settings.max_sentences
-        hyps, pair_opts = [], pair.search_options(opts)
+    async def submit(self, pair: Pair, ids: list[list[int]], opts: SearchOptions, bulk: bool = False
+                     ) -> list[list[Hypothesis]]:
+        """The hypotheses of sentences routed to one pair (`ids`, in order): max_sentences at a time, so that a long
+        text is never refused for a count of sentences its client cannot see."""
+        step, hyps, pair_opts = self.settings.max_sentences, [], pair.search_options(opts)
         for begin in range(0, len(ids), step):
             hyps += await self.engine.translate(pair.name, ids[begin : begin + step], pair_opts, bulk)
-        nbest = [pair.tokenizer.decode([nth(h, k).tokens for h in hyps]) for k in range(opts.n_best)]
-        offset = 0
+        return hyps
+
+    @staticmethod
+    def place_translations(texts: list[Text], hyps: list[list[Hypothesis]], opts: SearchOptions) -> None:
+        """Each text of one pair given its translations: the hypotheses of its sentences, in order."""
+        tokenizer, offset = texts[0].pair.tokenizer, 0
+        nbest = [tokenizer.decode([nth(h, k).tokens for h in hyps]) for k in range(opts.n_best)]
         for text in texts:
             count = len(text.model_input)
             text.set_translations([alternative[offset : offset + count] for alternative in nbest])
@@ -424,6 +438,23 @@ class Pipeline:
             ]
             answer.detectedLanguage = detected[0] if single else detected
         return answer
+
+
+def by_pair(texts: list[Text]) -> dict[str, list[Text]]:
+    """The texts with sentences to translate, by the name of their pair."""
+    groups: dict[str, list[Text]] = {}
+    for text in texts:
+        if text.pair and text.sentences:
+            groups.setdefault(text.pair.name, []).append(text)
+    return groups
+
+
+async def cpu_work(bulk: bool, work: Callable[[], T]) -> T:
+    """work(): a document's (bulk) in the DOCUMENT_TEXTS thread, so that the event loop keeps answering other
+    requests meanwhile; a request's on the event loop."""
+    if bulk:
+        return await asyncio.get_running_loop().run_in_executor(DOCUMENT_TEXTS, work)
+    return work()
 
 
 async def all_or_none(coroutines: Iterable[Coroutine[Any, Any, None]]) -> None:

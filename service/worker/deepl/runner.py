@@ -122,7 +122,7 @@ class DocumentRunner:
             suffix = PurePath(job.name).suffix.lower()
             limits = Limits(chars=p.settings.max_file_chars, nodes=p.settings.max_file_nodes)
             source = await asyncio.to_thread(self.jobs.source, job)
-            result = await translate_file(source, suffix, limits, translate_texts, job.target_lang)
+            result = await translate_file(source, suffix, limits, translate_texts, job.target_lang, turn=p.documents)
             if not await asyncio.to_thread(self.jobs.finish, job, result):
                 log.warning("document %s: translated, but another worker holds it now", job.document_id)
         except INTERRUPTED:

@@ -1,15 +1,20 @@
 """A document through a translator: its units marked (service.worker.markup), their texts translated in one call,
 the file rebuilt. The parsing, the marking and the rebuilding run in one thread of the HTTP worker's own (READING),
 off its event loop: documents uploaded at once are read one after another, so that however many arrive, one
-document's parse at a time takes the worker's CPU from its event loop and its other requests."""
+document's parse at a time takes the worker's CPU from its event loop and its other requests. When the last document
+the worker holds is answered (or its client leaves), what they held goes back to the system (release_memory), as the
+engine gives its memory back once idle: documents read at once leave the worker near its idle size."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import gc
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from typing import TypeVar
 
+from service.memory import trim_malloc
 from service.worker.documents import Document, Limits, read
 from service.worker.markup import Marked, mark, unmark
 
@@ -23,11 +28,43 @@ async def off_the_loop(work: Callable[[], T]) -> T:
     return await asyncio.get_running_loop().run_in_executor(READING, work)
 
 
+class Held:
+    """How many documents the worker holds (read, or waiting to be, or translated); the event loop counts them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    @contextmanager
+    def one(self) -> Iterator[None]:
+        """One more while it lasts; when the last one goes, what they held goes back (in the READING thread)."""
+        self.count += 1
+        try:
+            yield
+        finally:
+            self.count -= 1
+            if not self.count:
+                READING.submit(release_memory)
+
+
+def release_memory() -> None:
+    """What the documents held goes back: the cycles of their cancelled tasks (an error's traceback holds the frames
+    that hold the document) collected, and glibc's free heap pages given back to the system."""
+    gc.collect()
+    trim_malloc()
+
+
+HELD = Held()
+
+
 async def translate_file(data: bytes, suffix: str, limits: Limits, translate_texts: TranslateTexts,
-                         language: str) -> bytes:
-    """The file in `data` (named with `suffix`) translated into `language`, as bytes of the same format."""
-    document = await off_the_loop(lambda: read(data, suffix, limits))
-    return await translate_document(document, translate_texts, language)
+                         language: str, turn: AbstractAsyncContextManager | None = None) -> bytes:
+    """The file in `data` (named with `suffix`) translated into `language`, as bytes of the same format. It is read,
+    translated and written in its `turn` (a worker's: TRANSLATOR_DOCUMENTS_AT_ONCE at once; None: at once), so that
+    the documents waiting for theirs hold only their bytes, never a parsed tree."""
+    async with turn or nullcontext():
+        with HELD.one():
+            document = await off_the_loop(lambda: read(data, suffix, limits))
+            return await translate_document(document, translate_texts, language)
 
 
 async def translate_document(document: Document, translate_texts: TranslateTexts, language: str) -> bytes:

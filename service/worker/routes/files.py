@@ -52,7 +52,7 @@ async def translate_file(request: Request, p: ServingPipeline, values: Params) -
     suffix, s = PurePath(name).suffix.lower(), p.settings
     limits = Limits(chars=s.max_file_chars, nodes=s.max_file_nodes)
     translated = await unless_disconnected(request, translate_document(data, suffix, limits, translate_texts,
-                                                                       req.target))
+                                                                       req.target, turn=p.documents))
     name = translated_name(name, req.target)  # as the CLI names it: story.de.docx
     token = await asyncio.to_thread(state(request).files.put, client(request).owner, name, translated)
     return FileTranslated(translatedFileUrl=f"{public_base(request, s)}download_file/{token}/{quote(name, safe='')}")
