@@ -18,7 +18,8 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 CA_BUNDLE = Path(os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt")
 READY_SECONDS = 120  # a container's start, loading and warming the models on a busy 2-core machine
 
@@ -31,10 +32,13 @@ class Base:
     variant: str
     packages: tuple[str, ...]
     changes: tuple[str, ...] = ()  # podman import --change instructions
+    files: tuple[tuple[str, str], ...] = ()  # (a file in tests/deploy, its path in the image): executables
 
     @property
     def recipe(self) -> str:
-        return hashlib.sha256(json.dumps([self.variant, self.packages, self.changes]).encode()).hexdigest()[:16]
+        contents = [(HERE / local).read_text() for local, _ in self.files]
+        recipe = [self.variant, self.packages, self.changes, self.files, contents]
+        return hashlib.sha256(json.dumps(recipe).encode()).hexdigest()[:16]
 
 
 # The translator's runtime base has Python alone (no apt: the runtime stage installs nothing); its build base adds
@@ -45,6 +49,11 @@ PROMETHEUS = Base("localhost/mt-base/prometheus:bookworm", "essential", ("promet
                   ('ENTRYPOINT ["/usr/bin/prometheus"]',))
 NGINX = Base("localhost/mt-base/nginx:bookworm", "essential", ("nginx-light", "wget"),
              ('CMD ["nginx", "-g", "daemon off;"]',))
+# Debian 12's PostgreSQL (15), started as the official image starts it (POSTGRES_USER, POSTGRES_PASSWORD, POSTGRES_DB)
+POSTGRES = Base("localhost/mt-base/postgres:bookworm", "essential", ("postgresql-15",),
+                ("ENV PATH=/usr/lib/postgresql/15/bin:/usr/sbin:/usr/bin:/sbin:/bin", "STOPSIGNAL SIGINT",
+                 'ENTRYPOINT ["/usr/local/bin/postgres-entrypoint"]'),
+                (("postgres-entrypoint.sh", "/usr/local/bin/postgres-entrypoint"),))
 BUILD_ARGS = {"PYTHON_IMAGE": PYTHON.name, "PYTHON_BUILD_IMAGE": PYTHON_BUILD.name, "CUDA_IMAGE": PYTHON_BUILD.name}
 MMDEBSTRAP_OPTIONS = [
     "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
@@ -85,9 +94,11 @@ def make_base(base: Base) -> str:
     """The base image, made by mmdebstrap from Debian's archive unless podman already has this recipe's."""
     if label(base.name, "mt.recipe") == base.recipe:
         return base.name
+    uploads = [f"--customize-hook={hook}" for local, path in base.files
+               for hook in (f"upload {HERE / local} {path}", f'chmod 755 "$1{path}"')]
     with tempfile.TemporaryDirectory() as folder:
         tarball = Path(folder) / "rootfs.tar"
-        done = subprocess.run(["mmdebstrap", "--quiet", f"--variant={base.variant}", *MMDEBSTRAP_OPTIONS,
+        done = subprocess.run(["mmdebstrap", "--quiet", f"--variant={base.variant}", *MMDEBSTRAP_OPTIONS, *uploads,
                                f"--include={','.join(base.packages)}", "bookworm", str(tarball)],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, f"mmdebstrap of {base.name} failed:\n{done.stderr[-4000:]}"

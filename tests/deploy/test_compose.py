@@ -1,9 +1,10 @@
 """The compose files brought up by a real compose tool (podman-compose), on the images the tests build.
 
-Prometheus and nginx are images made from Debian's packages (PROMETHEUS_IMAGE, NGINX_IMAGE); no Grafana image can
-be made here, so Grafana is not started (tests/test_deploy.py checks its provisioning). Every port is published
-on 127.0.0.1 only. podman runs no health checks by itself on a machine without systemd, and podman-compose does not
-wait for `service_healthy` on podman 4.3: the tests wait for /ready and run each translator's health check.
+Prometheus, nginx and PostgreSQL are images made from Debian's packages (PROMETHEUS_IMAGE, NGINX_IMAGE,
+POSTGRES_IMAGE); no Grafana image can be made here, so Grafana is not started (tests/test_deploy.py checks its
+provisioning). Every port is published on 127.0.0.1 only. podman runs no health checks by itself on a machine
+without systemd, and podman-compose does not wait for `service_healthy` on podman 4.3: the tests wait for /ready and
+run each translator's health check.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ SCRAPE_SECONDS = 120  # Prometheus finds the replicas by DNS every 15 s and scra
 
 @pytest.fixture(scope="module")
 def third_party_images() -> dict[str, str]:
-    return {"PROMETHEUS_IMAGE": engine.make_base(engine.PROMETHEUS), "NGINX_IMAGE": engine.make_base(engine.NGINX)}
+    return {"PROMETHEUS_IMAGE": engine.make_base(engine.PROMETHEUS), "NGINX_IMAGE": engine.make_base(engine.NGINX),
+            "POSTGRES_IMAGE": engine.make_base(engine.POSTGRES)}
 
 
 def compose(files: list[str], *args: str, env: dict[str, str], timeout: float = 600) -> str:
@@ -46,11 +48,12 @@ def containers(service: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def stack(files: list[str], images: dict[str, str], *services: str) -> Iterator[dict[str, str]]:
-    """`podman-compose up -d` of the files (only the services named, with what they depend on); then `down -v`."""
+def stack(files: list[str], variables: dict[str, str], *services: str) -> Iterator[dict[str, str]]:
+    """`podman-compose up -d` of the files (only the services named, with what they depend on) with these compose
+    variables; then `down -v`."""
     ports = {"TRANSLATOR_PUBLISHED_PORT": free_port(), "PROMETHEUS_PUBLISHED_PORT": free_port()}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRANSLATOR_", "COMPOSE_"))}
-    env |= images | {k: f"127.0.0.1:{port}" for k, port in ports.items()}
+    env |= variables | {k: f"127.0.0.1:{port}" for k, port in ports.items()}
     try:
         compose(files, "up", "--detach", "--no-build", *services, env=env)
         yield {"translator": f"http://127.0.0.1:{ports['TRANSLATOR_PUBLISHED_PORT']}",
@@ -73,8 +76,9 @@ def wait_for_series(url: str, query: str, count: int) -> list[dict]:
     return result
 
 
-def translate(url: str, text: str = "Two dogs are playing in the snow.") -> httpx.Response:
-    return httpx.post(f"{url}/translate", json={"q": text, "source": "en", "target": "de"}, timeout=120)
+def translate(url: str, text: str = "Two dogs are playing in the snow.", api_key: str | None = None) -> httpx.Response:
+    body = {"q": text, "source": "en", "target": "de"} | ({"api_key": api_key} if api_key else {})
+    return httpx.post(f"{url}/translate", json=body, timeout=120)
 
 
 def assert_healthy(service: str) -> None:
@@ -107,24 +111,32 @@ def test_cpu_variant_serves_and_prometheus_scrapes_the_translator(cpu_image, thi
 
 
 def test_scale_out_spreads_requests_over_two_replicas_and_survives_one_killed(cpu_image, third_party_images):
-    with stack(SCALE, third_party_images, "translator", "prometheus", "nginx") as urls:
+    keys_required = {"TRANSLATOR_REQUIRE_API_KEYS": "true"}
+    with stack(SCALE, third_party_images | keys_required, "translator", "prometheus", "nginx") as urls:
         assert len(containers("translator")) == 2
         engine.wait_ready(urls["translator"])
-        for service in ("translator", "nginx"):
+        for service in ("postgres", "translator", "nginx"):
             wait_healthy(service)
-        answered_by = {translate(urls["translator"]).headers["x-upstream"] for _ in range(12)}
+        # one PostgreSQL store: a key made on one replica is known to both, and counts what both answered
+        first, second = containers("translator")
+        assert translate(urls["translator"]).status_code == 403
+        key = engine.podman("exec", first, "python", "-m", "service.keys", "add", "compose-test").stdout.strip()
+        answers = [translate(urls["translator"], api_key=key) for _ in range(12)]
+        assert [a.status_code for a in answers] == [200] * 12, [a.text for a in answers]
+        answered_by = {a.headers["x-upstream"] for a in answers}
         assert len(answered_by) == 2, answered_by
+        usage = engine.podman("exec", second, "python", "-m", "service.keys", "usage", "compose-test").stdout
+        assert "\t12 requests\t" in usage, usage
         # both replicas' metrics reach Prometheus (it scrapes each replica, not nginx)
         up = wait_for_series(urls["prometheus"], 'up{job="translator"} == 1', 2)
         assert len({series["metric"]["instance"] for series in up}) == 2
         wait_for_series(urls["prometheus"], 'sum by (instance) (translator_requests_total{status="200"}) > 0', 2)
         # one replica killed while requests flow: nginx hands what it sent there to the other one
-        victim = containers("translator")[0]
         with ThreadPoolExecutor(8) as pool:
-            answers = [pool.submit(translate, urls["translator"]) for _ in range(40)]
+            answers = [pool.submit(translate, urls["translator"], api_key=key) for _ in range(40)]
             time.sleep(1)
-            engine.podman("kill", victim)
+            engine.podman("kill", first)
             statuses = [a.result().status_code for a in answers]
         assert statuses == [200] * len(statuses), statuses
-        after = [translate(urls["translator"]).status_code for _ in range(10)]
+        after = [translate(urls["translator"], api_key=key).status_code for _ in range(10)]
         assert after == [200] * 10, after
