@@ -56,9 +56,17 @@ RUN --mount=type=cache,target=/root/.cache/pip --mount=type=secret,id=pip_cert \
     && python3 /src/deploy/requirements.py --cpu /src/pyproject.toml > /tmp/requirements.txt \
     && /opt/venv/bin/pip install -r /tmp/requirements.txt && /opt/venv/bin/pip install --no-deps /src \
     && /opt/venv/bin/python -m service.engine.kernels.build --march "${KERNELS_MARCH}"
-# What serving never runs stays behind: pip and setuptools, and the packages' own test suites.
+# What serving never runs stays behind: pip and setuptools; the packages' own test suites and onnx's test data;
+# ONNX Runtime's C library (its Python module carries the runtime itself) and its Python tools for converting and
+# quantizing models (python -m export's work, not the service's); and the extension modules' debug symbols. The
+# libraries that wheels bundle in their *.libs folders are left as they are: patchelf rewrote them, and strip
+# breaks such files.
 RUN /opt/venv/bin/python -m pip uninstall -q -y pip setuptools \
-    && find /opt/venv -depth -type d -name tests -exec rm -rf {} +
+    && find /opt/venv -depth -type d -name tests -exec rm -rf {} + \
+    && site=$(echo /opt/venv/lib/python3*/site-packages) \
+    && rm -rf "$site"/onnx/backend/test "$site"/onnxruntime/capi/libonnxruntime.so.* \
+        "$site"/onnxruntime/quantization "$site"/onnxruntime/tools "$site"/onnxruntime/transformers \
+    && find "$site" -type f -name '*.so*' -not -path "$site/*.libs/*" -exec strip --strip-unneeded {} +
 
 FROM gpu-base AS gpu-build
 COPY --from=source /src /src
