@@ -6,13 +6,16 @@ Each test starts its own container on a free 127.0.0.1 port and removes it after
 from __future__ import annotations
 
 import contextlib
+import io
 import re
 import shutil
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
 
 import httpx
+import pptx
 import yaml
 
 from service.launch import free_port
@@ -89,6 +92,30 @@ def test_cpu_image_starts_passes_its_health_check_translates_both_pairs_and_is_s
         uid = engine.podman("exec", name, "sh", "-c", "awk '/^Uid:/ {print $2}' /proc/1/status").stdout.strip()
         assert uid not in ("", "0"), uid
         assert engine.podman("exec", name, "sh", "-c", "touch /app/x", check=False).returncode != 0
+
+
+def test_keys_in_the_sqlite_store_html_and_a_slide_deck_are_served(cpu_image):
+    """What the slimmed venv must still do: the store (SQLite in /data), the HTML5 parser, documents (.pptx)."""
+    deck = pptx.Presentation()
+    deck.slides.add_slide(deck.slide_layouts[5]).shapes.title.text = PAIRS["en-de"]
+    saved = io.BytesIO()
+    deck.save(saved)
+    with container(cpu_image, "--env", "TRANSLATOR_REQUIRE_API_KEYS=true") as (name, url):
+        engine.wait_ready(url, name)
+        assert translate(url, "en-de", PAIRS["en-de"]).status_code == 403
+        key = engine.podman("exec", name, "python", "-m", "service.keys", "add", "image-test").stdout.strip()
+        html = httpx.post(f"{url}/translate", json={"q": "<p>Two dogs <b>play</b> in the snow.</p>", "source": "en",
+                                                    "target": "de", "format": "html", "api_key": key}, timeout=60)
+        assert html.status_code == 200 and "<b>" in html.json()["translatedText"], html.text
+        sent = httpx.post(f"{url}/translate_file", data={"source": "en", "target": "de", "api_key": key},
+                          files={"file": ("deck.pptx", saved.getvalue())}, timeout=120)
+        assert sent.status_code == 200, sent.text
+        download = httpx.get(url + urlsplit(sent.json()["translatedFileUrl"]).path, params={"api_key": key}, timeout=60)
+        assert download.status_code == 200, download.text
+        title = pptx.Presentation(io.BytesIO(download.content)).slides[0].shapes.title.text
+        assert title and title != PAIRS["en-de"], title
+        usage = engine.podman("exec", name, "python", "-m", "service.keys", "usage", "image-test").stdout
+        assert "\t2 requests\t" in usage, usage
 
 
 def test_a_mounted_model_folder_is_served(cpu_image, tmp_path):
