@@ -23,7 +23,8 @@ from service.launch import free_port
 from tests.deploy import engine
 
 PROJECT = "mt-compose-test"
-CPU = ["docker-compose.yml", "docker-compose.cpu.yml"]
+# compose.models.yml: the models service on the CPU image (its own target needs torch's index, out of reach here)
+CPU = ["docker-compose.yml", "docker-compose.cpu.yml", "tests/deploy/compose.models.yml"]
 SCALE = [*CPU, "docker-compose.scale.yml"]
 SCRAPE_SECONDS = 120  # Prometheus finds the replicas by DNS every 15 s and scrapes them every 15 s
 
