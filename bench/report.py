@@ -187,6 +187,13 @@ def micro(results: list[dict]) -> list[Figure]:
     return figures
 
 
+def checkouts(results: list[dict]) -> list[Figure]:
+    """Speed ratios of this checkout against the other, one figure a shape of each result (a precision)."""
+    return [Figure(f"{data['precision']}, {shape.replace('beam 1', 'greedy')}: speed over "
+                   f"{data['checkouts']['other']}'s", f"{speed:.2f}×", "", source)
+            for source, data in enumerate(results) for shape, speed in data["ratio"].items()]
+
+
 def profile(results: list[dict]) -> list[Figure]:
     figures = []
     for data in results:
@@ -520,6 +527,13 @@ QUESTIONS = [
         "the share of the step's time the work around ONNX Runtime takes.",
         "the goals: ≤ 0.5× the time greedy and beam 4 at batch 1, ≤ 0.7× beam 4 at batch 16",
         ("checkouts-fused-projections-micro-vs-issue.json",), micro,
+    ),
+    Question(
+        "The engine's memory work at the speed it had",
+        "The caches off the arena, a row of encoder keys/values a sentence and the encoder in parts, against the "
+        "code before them (5a19181), greedy and beam 4 at batch 1, 16 and 64, CPU time, one thread.",
+        "the code before", ("checkouts-engine-memory-fp32.json", "checkouts-engine-memory-int8.json"), checkouts,
+        headline=(5,),
     ),
     Question(
         "Where a beam-4 step's time goes",
