@@ -8,9 +8,8 @@ from __future__ import annotations
 import os
 import shutil
 
+import engine
 import pytest
-
-from tests.deploy import engine
 
 if not os.environ.get("DEPLOY_TESTS"):
     collect_ignore_glob = ["test_*.py"]

@@ -16,11 +16,11 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+import engine
 import httpx
 import pytest
 
 from service.launch import free_port
-from tests.deploy import engine
 
 PROJECT = "mt-compose-test"
 # compose.models.yml: the models service on the CPU image (its own target needs torch's index, out of reach here)

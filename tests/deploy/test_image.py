@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
+import engine
 import httpx
 import pptx
 import yaml
 
 from service.launch import free_port
-from tests.deploy import engine
 
 # The goal, in podman's (decimal) megabytes (deploy/README.md, "The images, checked")
 MAX_IMAGE_BYTES = 450 * 1000**2
