@@ -532,7 +532,8 @@ QUESTIONS = [
         "The engine's memory work at the speed it had",
         "The caches off the arena, a row of encoder keys/values a sentence and the encoder in parts, against the "
         "code before them (5a19181), greedy and beam 4 at batch 1, 16 and 64, CPU time, one thread.",
-        "the code before", ("checkouts-engine-memory-fp32.json", "checkouts-engine-memory-int8.json"), checkouts,
+        "the code before", ("checkouts-engine-memory-fp32.json", "checkouts-engine-memory-int8.json",
+                               "checkouts-engine-memory-fp32-batch1.json"), checkouts,
         headline=(5,),
     ),
     Question(
