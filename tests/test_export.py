@@ -474,10 +474,10 @@ def test_beam_reorders_need_no_new_cache_buffers(exported: Exported, kernels: bo
         assert turned.shared_slots and bound[0][SLOT_ROWS] is turned.slot_rows
 
 
-def test_with_our_kernels_a_beam_sentence_reads_its_first_rows_encoder_keys_values(exported: Exported):
-    """With our kernels each row reads the encoder keys/values of its sentence's first row (cross_from; every row
-    holds them, read once a sentence), and after a sentence leaves, of its first row's new place; the steps get what
-    the step as exported gets, each row over its own."""
+def test_with_our_kernels_a_beam_sentence_reads_one_row_of_encoder_keys_values(exported: Exported):
+    """With our kernels each row reads its sentence's row of encoder keys/values (cross_from; one row a sentence,
+    whatever its beam), and after a sentence leaves, that row's new place; the steps get what the step as exported
+    gets, each row over its own."""
     ours, exported_step = exported.translator(kernels=True), exported.translator(kernels=False)
     cfg, beams = exported.model.cfg, np.array([2, 3, 1])
     sources = ours.encode_texts(SENTENCES[:3])
@@ -485,7 +485,8 @@ def test_with_our_kernels_a_beam_sentence_reads_its_first_rows_encoder_keys_valu
     decoders = ours.new_decoder(), exported_step.new_decoder()
     for decoder in decoders:
         decoder.add(*pad_batch(sources, cfg.pad_id), beams)
-    np.testing.assert_array_equal(decoders[0].cross_from, [0, 0, 2, 2, 2, 5])
+    np.testing.assert_array_equal(decoders[0].cross_from, [0, 0, 1, 1, 1, 2])
+    assert decoders[0].cross_kv[0].shape()[0] == 3
     for step_tokens in tokens[:2]:
         (top, logp), (expected_top, expected_logp) = (decoder.step(step_tokens, 5) for decoder in decoders)
         np.testing.assert_array_equal(top, expected_top)
@@ -495,6 +496,7 @@ def test_with_our_kernels_a_beam_sentence_reads_its_first_rows_encoder_keys_valu
     for decoder in decoders:
         decoder.apply(StepPlan(rows, rows))
     np.testing.assert_array_equal(decoders[0].cross_from, [0, 1, 1, 1])
+    assert decoders[0].cross_kv[0].shape()[0] == 2
     (top, logp), (expected_top, expected_logp) = (decoder.step(tokens[2, : len(rows)], 5) for decoder in decoders)
     np.testing.assert_array_equal(top, expected_top)
     assert_close(logp, expected_logp, "top_logp after the leave")

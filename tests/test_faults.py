@@ -437,14 +437,16 @@ def test_the_memory_of_a_heavy_request_is_given_back_once_idle(shipped_server: R
     assert response.status_code == 200, response.text
     assert len(response.json()["alternatives"]) == 3
 
+    mib = 1 << 20
+    grown = max(peak) - idle
+    back = idle + grown / 4  # given back: at most a quarter of the growth kept
     deadline, now = time.monotonic() + 10, resident_bytes(pid)
-    while now > 1.5 * idle and time.monotonic() < deadline:
+    while now > back and time.monotonic() < deadline:
         time.sleep(0.25)
         now = resident_bytes(pid)
-    mib = 1 << 20
-    report = f"idle {idle / mib:.0f} MiB, peak {max(peak) / mib:.0f} MiB, 10 s later {now / mib:.0f} MiB"
-    assert max(peak) > 1.5 * idle, "the heavy request did not grow the process: a weak test; " + report
-    assert now <= 1.5 * idle, report
+    report = f"idle {idle / mib:.0f} MiB, peak {max(peak) / mib:.0f} MiB, then {now / mib:.0f} MiB"
+    assert grown > 64 * mib, "the heavy request did not grow the process: a weak test; " + report
+    assert now <= back, report
 
 
 # --- shutdown: every accepted request answered, exit 0 ----------------------------------------------------
