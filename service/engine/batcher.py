@@ -39,6 +39,8 @@ from service.protocol import QueueFull, ShuttingDown
 
 log = logging.getLogger(__name__)
 
+CACHE_REPORT_S = 1.0  # how often the loop reports its caches' memory (translator_cache_bytes) while a batch runs
+
 
 class CountedDecoder(Decoder, Protocol):
     """A decoder that says the memory its caches hold."""
@@ -146,6 +148,7 @@ class Batcher:
     def _run(self) -> None:
         memory = MemoryWatch()
         batch = RunningBatch(self.model.new_decoder(), self.model.model_config)
+        reported = -CACHE_REPORT_S  # when the caches' memory was last reported
         while True:
             with self.changed:
                 if not self.running and not self._wait_for_work(memory):
@@ -168,7 +171,9 @@ class Batcher:
                 batch = RunningBatch(self.model.new_decoder(), self.model.model_config)
             self._measure(rows if backlog else 0, time.perf_counter() - started, ended)
             self.metrics.running_rows.set(batch.rows)
-            self.metrics.cache_bytes.labels(self.name).set(batch.decoder.cache_bytes)
+            if not len(batch) or started - reported >= CACHE_REPORT_S:  # it walks every cache: not at every step
+                self.metrics.cache_bytes.labels(self.name).set(batch.decoder.cache_bytes)
+                reported = started
 
     def _measure(self, rows: int, seconds: float, ended: list[Job]) -> None:
         """What the admission's rate reads: a step of `rows` rows taken with a backlog (0: none), and the row-steps
