@@ -42,6 +42,7 @@ class ModelRunner:
         # or capture not possible here: the reason is logged)
         self.buckets: BucketStore | None = (captured_store(self.sessions, options.cuda_graphs_memory_mb * 2**20)
                                             if options.cuda_graphs else None)
+        trim_malloc()  # what loading parsed and copied (graph protos, their bytes) is free, but on glibc's heap
 
     @property
     def model_dir(self) -> Path:

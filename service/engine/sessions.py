@@ -174,9 +174,9 @@ class ModelSessions:
             try:
                 if library is None:
                     raise KernelsRefused("not built (`make serve` builds them: python -m service.engine.kernels.build)")
-                step = with_kernels(self._step_alone(graph))
+                step = with_kernels(self._step_alone(graph)).SerializeToString()  # the edited proto freed here
                 self.step_options.register_custom_ops_library(str(library))
-                session = self._session(step.SerializeToString(), self.step_options)
+                session = self._session(step, self.step_options)
                 self.kernel_options.register_custom_ops_library(str(library))
                 self.kernels = True
                 return session
