@@ -100,8 +100,7 @@ class EagerDecoder:
         step to step and made again only for new buffers: binding a dozen tensors at every step is costly."""
         self.self_kv = values
         self.slots = values[0].shape()[2] if values else 0
-        # by the ids of the first tensors they bind (self-attention, then cross-attention)
-        self.step_bindings: dict[tuple[int, int], StepBinding] = {}
+        self._let_go()
 
     def _replace(self, **arrays: np.ndarray) -> None:
         """Replace host arrays that the step reads or writes (positions, src_mask, tokens, width, top_tokens,
@@ -230,11 +229,24 @@ class EagerDecoder:
     def _join(self, a: list, b: list, b_short: int) -> list[ort.OrtValue]:
         """concat(a_i, b_i) along the rows, b_i padded with zeros along axis 2 by `b_short` (0 when it has a_i's
         length already). a_i is not padded: its copy into the result is the only one (a join is one copy of the
-        running batch's caches)."""
-        rows, h, length, dh = shape_of(a[0])
-        into = cache_tensors(self.model, (rows + shape_of(b[0])[0], h, length, dh), len(a))
-        pads = {"pads_b": axis2_pads(b_short)}
-        return run_graph(self.model, self.model.join, "a", a, pads, second=("b", b), into=into)
+        running batch's caches). Both lists are emptied: on the CPU the tensors are joined one at a time, each
+        pair let go before the next is made, so that a join holds one cache tensor twice, not the whole cache."""
+        if self.model.on_gpu:  # one run of the join graph: ONNX Runtime's arena keeps what the old ones held
+            joined = run_graph(self.model, self.model.join, "a", a, {"pads_b": axis2_pads(b_short)}, second=("b", b))
+            a.clear()
+            b.clear()
+            return joined
+        self._let_go()
+        joined = []
+        while a:
+            a_i, b_i = a.pop(0), b.pop(0)  # held while copied: a view's array does not hold the memory it views
+            joined.append(joined_on_cpu(host_array(a_i), host_array(b_i), self.model.cache_type))
+        return joined
+
+    def _let_go(self) -> None:
+        """Drop what holds the caches' tensors besides self_kv and cross_kv: the step's bindings."""
+        # by the ids of the first tensors they bind (self-attention, then cross-attention)
+        self.step_bindings: dict[tuple[int, int], StepBinding] = {}
 
 
 class ExportedDecoder(EagerDecoder):
@@ -242,8 +254,8 @@ class ExportedDecoder(EagerDecoder):
     graph). A beam reorder that keeps every row writes into spare buffers of the caches' shapes, which then change
     places with the caches: two sets of buffers take turns, each with its step and reorder bindings."""
 
-    def _set_self_kv(self, values: list[ort.OrtValue]) -> None:
-        super()._set_self_kv(values)
+    def _let_go(self) -> None:
+        super()._let_go()
         self.spare: list[ort.OrtValue] = []
         self.reorder_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
 
@@ -491,10 +503,20 @@ def run_graph(model: ModelSessions, session: ort.InferenceSession, prefix: str, 
     return into if into is not None else binding.get_outputs()
 
 
-def cache_tensors(model: ModelSessions, shape: tuple[int, ...], count: int) -> list[ort.OrtValue] | None:
-    """`count` new tensors of the caches' type for a cache graph to write: on the CPU each in memory of its own
-    (cpu_tensor); None on a GPU, where the graph allocates them on the device."""
-    return None if model.on_gpu else [cpu_tensor(shape, model.cache_type) for _ in range(count)]
+def joined_on_cpu(a: np.ndarray, b: np.ndarray, dtype: type) -> ort.OrtValue:
+    """concat(a, b) along the rows in a new CPU tensor of a's length (axis 2): b cut to it, or padded with zeros."""
+    rows, h, length, dh = a.shape
+    joined = cpu_tensor((rows + b.shape[0], h, length, dh), dtype)
+    y, kept = joined.numpy(), min(length, b.shape[2])  # y: the tensor's memory
+    y[:rows] = a
+    y[rows:, :, :kept] = b[:, :, :kept]
+    y[rows:, :, kept:] = 0
+    return joined
+
+
+def host_array(value: ort.OrtValue | np.ndarray) -> np.ndarray:
+    """A CPU tensor's memory as a NumPy array (no copy)."""
+    return value.numpy() if isinstance(value, ort.OrtValue) else value
 
 
 def cpu_tensor(shape: tuple[int, ...], dtype: type) -> ort.OrtValue:
