@@ -67,8 +67,8 @@ test-deploy: $(VENV)/.dev deploy-deps
 	PATH="$(abspath $(VENV))/bin:$$PATH" DEPLOY_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/deploy
 
 # Every benchmark of BENCHMARKS.md, one after the other (well over an hour on 2 cores; `python -m bench --list` names
-# them, `python -m bench NAME` runs one); results in bench/results/.
-bench: $(VENV)/.dev system-deps
+# them, `python -m bench NAME` runs one; `images` builds images with podman); results in bench/results/.
+bench: $(VENV)/.dev system-deps deploy-deps
 	$(PIP) install -q -e '.[bench]'
 	$(PY) -m bench
 

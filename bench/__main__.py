@@ -162,6 +162,11 @@ BENCHMARKS = [
         needs="a running server: python -m bench.serving.loadgen URL < sentences.txt",
     ),
     Benchmark(
+        "images", "bench.deploy.images",
+        "our CPU image beside LibreTranslate's, both built here by podman from their Dockerfiles: size (podman's "
+        ".Size) and what each carries (torch, ONNX Runtime, CTranslate2)",
+    ),
+    Benchmark(
         "detect", "bench.studies.detect",
         "offline language identifiers: accuracy on short sentences, latency, load time and memory",
     ),

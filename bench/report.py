@@ -27,7 +27,7 @@ README_BEGIN, README_END = "<!-- benchmarks-table:begin -->", "<!-- benchmarks-t
 # the questions whose headline figures README.md shows
 README_QUESTIONS = [
     "Our service against LibreTranslate", "Ours against CTranslate2, beam 4, one thread", "Dynamic batching under load",
-    "A lone sentence behind heavy requests", "The GPU: one H200",
+    "A lone sentence behind heavy requests", "The GPU: one H200", "The CPU image beside LibreTranslate's",
 ]  # fmt: skip
 IGNORED = {"tmp"}  # bench/results/tmp: scratch of the benchmarks (git-ignored)
 
@@ -411,6 +411,27 @@ def hostile_documents(results: list[dict]) -> list[Figure]:
     return figures
 
 
+def images(results: list[dict]) -> list[Figure]:
+    ours, theirs = results[0]["images"]["ours"], results[0]["images"]["libretranslate"]
+
+    def mb(size: int) -> str:
+        return f"{size / 1e6:,.0f} MB" if size else "none"
+
+    lt = f"LibreTranslate {theirs['version']}"
+    return [
+        Figure(f"our CPU image (podman's .Size), which carries {ours['carries']}", mb(ours["bytes"]),
+               f"{times(ours['bytes'] / theirs['bytes'])} {lt}'s; goal ≤ 450 MB: "
+               f"{'met' if ours['bytes'] <= 450e6 else 'not met'}"),
+        Figure(f"{lt}'s image, from its Dockerfile, which carries {theirs['carries']}", mb(theirs["bytes"]), ""),
+        Figure("ours above its Debian base", mb(ours["above_base_bytes"]),
+               f"{times(ours['above_base_bytes'] / theirs['above_base_bytes'])} {lt}'s"),
+        Figure(f"{lt}'s above its base", mb(theirs["above_base_bytes"]), ""),
+        Figure("the models in ours (/app/models)", mb(ours["folders"]["/app/models"]), ""),
+        Figure(f"the models in {lt}'s (/home/libretranslate/.local)",
+               mb(theirs["folders"]["/home/libretranslate/.local"]), "downloaded at its first start"),
+    ]
+
+
 def probe_p99(during: str, case: dict) -> Figure:
     """The figure of a probe's p99 latency against the goal of 1 s."""
     p99 = case["probe"]["p99_s"]
@@ -508,6 +529,22 @@ QUESTIONS = [
         "servers-throughput.json, an earlier run on a quiet machine, whose memory column counted our supervisor "
         "process alone. Each process's RSS counts the pages it shares with others.",
         headline=(1, 3, 7),
+    ),
+    Question(
+        "The CPU image beside LibreTranslate's",
+        "Both images built here by podman (no registry is reachable to pull either): ours from our Dockerfile "
+        "(`--target cpu`) on tests/deploy's Debian 12 base, as `make test-deploy` builds it; LibreTranslate's from its "
+        "own docker/Dockerfile with its defaults (with_models=false, as its published image is built), its "
+        "python:3.11.14-slim-bookworm stages on the same Debian bases (the runtime one plus adduser, which the stage "
+        "runs), `python3` for `python` and pip trusting the machine's certificates in the builder stage "
+        "(the result file lists each substitution and the Dockerfile's diff). Size is podman's .Size, decimal MB.",
+        "LibreTranslate's image (the goal for ours: ≤ 450 MB)", ("images.json",), images,
+        "Its published image (libretranslate/libretranslate) is built from the same Dockerfile on "
+        "python:3.11.14-slim-bookworm, which cannot be had here, and resolved its unpinned dependencies (onnxruntime, "
+        "PyMuPDF, ...) on the day it was published: its base and those versions differ from what is measured here. "
+        "It carries no language model either: they are downloaded at its first start (a volume on "
+        "/home/libretranslate/.local keeps them). Ours ships the en-de and de-en models in /app/models.",
+        headline=(0, 1),
     ),
     Question(
         "The HTTP front end",

@@ -15,3 +15,4 @@ SHORT_RUN_SENTENCES = 200  # test sentences of a run at batch size 1 (PyTorch wi
 RUN_SENTENCES = 1000  # test sentences of a run at a larger batch size
 REPEATS = 3  # interleaved repeats (rounds) of every run; medians are reported
 LOAD_SECONDS = 20  # of closed-loop load per measurement (bench.serving.loadgen)
+LIBRETRANSLATE_VERSION = "1.9.6"  # the one bench.serving.servers runs and bench.deploy.images builds the image of

@@ -29,12 +29,12 @@ import zipfile
 from pathlib import Path
 
 from bench.common.ct2_engine import CASE_TAG_TOKENS
-from bench.common.defaults import REPO
+from bench.common.defaults import LIBRETRANSLATE_VERSION, REPO
 
 VENV = REPO / "bench" / ".envs" / "libretranslate"
 HOME = REPO / "bench" / ".envs" / "libretranslate-home"  # XDG dirs and Argos packages of the benchmark's server
 # rich<13: flask-limiter 2.6 (LibreTranslate) needs it; spaCy would upgrade it.
-REQUIREMENTS = ["libretranslate==1.9.6", "spacy==3.8.18", "rich>=12,<13"]
+REQUIREMENTS = [f"libretranslate=={LIBRETRANSLATE_VERSION}", "spacy==3.8.18", "rich>=12,<13"]
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech"}
 
 
