@@ -167,6 +167,10 @@ BENCHMARKS = [
         ".Size) and what each carries (torch, ONNX Runtime, CTranslate2)",
     ),
     Benchmark(
+        "image_start", "bench.deploy.start",
+        "the CPU image's start: seconds from `podman run` to /ready, as compose runs it",
+    ),
+    Benchmark(
         "detect", "bench.studies.detect",
         "offline language identifiers: accuracy on short sentences, latency, load time and memory",
     ),

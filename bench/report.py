@@ -319,6 +319,18 @@ def cached_start(results: list[dict]) -> list[Figure]:
     ]
 
 
+def image_start(results: list[dict]) -> list[Figure]:
+    data = results[0]
+    quiet = [r["seconds"] for r in data["rounds"] if r["load_1min"] < data["cores"]]
+    return [
+        Figure("the CPU image, `podman run` to /ready (median)", f"{data['median_s']:.1f} s",
+               verdict("≤ 10 s", data["median_s"] <= data["goal_s"])),
+        Figure("starts within 10 s", f"{data['within_goal']} of {len(data['rounds'])}", ""),
+        Figure(f"starts at a load below the cores ({data['cores']}): longest",
+               f"{max(quiet):.1f} s" if quiet else "none", ""),
+    ]
+
+
 def exact_limits(results: list[dict]) -> list[Figure]:
     data = results[0]
     exact = sum(window["200"] == data["limit"] for window in data["windows"])
@@ -640,6 +652,12 @@ QUESTIONS = [
         "An Argos Translate package named in TRANSLATOR_MODELS, pulled once; then the time from start to /ready, "
         "served from the cache, against the same model served from a plain folder (medians of the rounds).",
         "the goal: within 1.1× the plain folder's time", ("cached-start.json",), cached_start,
+    ),
+    Question(
+        "The CPU image's start",
+        "Seconds from `podman run` to /ready 200 for the CPU image with the shipped models, read-only root and /tmp "
+        "on tmpfs as compose runs it, fresh containers one after another, the load average before each recorded.",
+        "the goal: ready within 10 s", ("image-start.json",), image_start,
     ),
     Question(
         "The engine's memory against CTranslate2",
