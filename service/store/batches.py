@@ -101,13 +101,14 @@ class Batches(Generic[Item, Answer]):
             raise StoreUnavailable(describe(error)) from error
 
     def autocommitted(self, connection: Connection, items: list[Item]) -> list[Answer | Exception] | None:
-        """at_once's answers, the connection in autocommit meanwhile."""
+        """at_once's answers, the connection in autocommit meanwhile (one found lost is left to be replaced)."""
         connection.execution_options(isolation_level="AUTOCOMMIT")
         try:
             with connection.begin():  # SQLAlchemy's transaction alone: the server's are each statement's
                 return self.at_once(connection, items)
         finally:
-            connection.execution_options(isolation_level=connection.default_isolation_level)
+            if not connection.invalidated:
+                connection.execution_options(isolation_level=connection.default_isolation_level)
 
     def close(self) -> None:
         """Answer what was asked, then stop the thread and close its connection."""
