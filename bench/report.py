@@ -675,7 +675,7 @@ QUESTIONS = [
         "The store's cost",
         "A lone client's p50 and 32 clients' throughput with keys and limits on (SQLite, PostgreSQL), each over the "
         "same checkout with the store off, side by side in interleaved rounds (shipped en-de, 2 HTTP workers); the "
-        "base checkout (the code before batched admission) in the same rounds.",
+        "base checkout (the code before the change measured, its commit named) in the same rounds.",
         "the goal: within 5 % of the store off", ("store-cost.json",), store_cost,
         "Measured on a 2-core machine that other work loaded (each figure's load average is the median of its "
         "rounds'), PostgreSQL on the same cores.",

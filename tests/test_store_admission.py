@@ -7,10 +7,12 @@ import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from uuid import uuid4
 
 from service.metrics import Metrics
 from service.settings import Settings
 from service.store import Store, StoreUnavailable
+from service.store.at_once import take_all
 from service.store.keys import Limits, add_key, find_key, revoke, usage
 from service.store.limits import Limit, count, fixed_window, month_window
 from service.worker.access import Access, Asked, Client, TooManyRequests
@@ -58,6 +60,33 @@ def test_a_batch_answers_each_request_its_own(store_url: str):
         assert count(session, f"key:{key_id}", Limit("chars", 10, month_window(now))) == 10
         assert count(session, f"key:{key_id}", Limit("minute", 2, fixed_window(now, 3600))) == 2
     worker.store.close()
+
+
+def test_one_postgresql_statement_takes_a_batch_whole_or_changes_nothing(postgres):
+    """service.store.at_once: a batch that fits is counted, in usage and counters; one over a limit, or of a
+    revoked key, changes nothing (the batch's full transaction then says who is refused)."""
+    url = postgres.database(f"test_{uuid4().hex}")
+    key_id, key = new_key(url, Limits(req_limit=3, monthly_char_limit=10))
+    store = Store(url)
+    now = time.time()
+    minute, chars = Limit("minute", 3, fixed_window(now, 3600)), Limit("chars", 10, month_window(now))
+
+    def attempt(requests: int, characters: int) -> bool:
+        with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            wanted = [(minute, requests), (chars, characters)]
+            return take_all(connection, {key_id: (requests, characters)}, [(f"key:{key_id}", key_id, wanted)])
+
+    def counted() -> tuple[list[tuple[int, int]], int, int]:
+        with store.transaction() as session:
+            used = [(u.requests, u.characters) for u in usage(session, key_id, datetime.now(UTC).date())]
+            return used, count(session, f"key:{key_id}", minute), count(session, f"key:{key_id}", chars)
+
+    assert attempt(2, 8) and counted() == ([(2, 8)], 2, 8)
+    assert not attempt(1, 5) and counted() == ([(2, 8)], 2, 8)  # over the characters' limit alone
+    with store.transaction() as session:
+        revoke(session, find_key(session, key))
+    assert not attempt(1, 1) and counted() == ([(2, 8)], 2, 8)
+    store.close()
 
 
 def test_workers_admitting_at_once_accept_exactly_the_limit_and_count_it_once(store_url: str):

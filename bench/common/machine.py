@@ -74,6 +74,23 @@ def descendants(pid: int) -> list[int]:
     return children + [grandchild for child in children for grandchild in descendants(child)]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """The CPU time of a process and its living descendants; a process that ends meanwhile counts for nothing."""
+    total = 0.0
+    for member in [pid, *descendants(pid)]:
+        try:
+            total += cpu_seconds(member)
+        except OSError:
+            continue
+    return total
+
+
 def _tree_sum_mib(field: str, pid: int) -> float:
     """A /proc status field summed over a process and all its descendants; a process that ends meanwhile counts for
     nothing. Shared pages count once per process, as VmRSS does."""

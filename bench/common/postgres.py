@@ -38,6 +38,11 @@ class Postgres:
     def url(self) -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
 
+    @property
+    def pid(self) -> int:
+        """The server's first process (its backends are its children)."""
+        return int((self.folder / "db" / "postmaster.pid").read_text().split()[0])
+
     def ctl(self, *args: str) -> None:
         command = [str(bin_dir() / "pg_ctl"), "-D", str(self.folder / "db"), "-l", str(self.folder / "log"), *args]
         subprocess.run(as_owner(command), check=True, capture_output=True, timeout=60)

@@ -66,7 +66,7 @@ import docx
 from ebooklib import epub
 
 from bench.common.defaults import REPO, RESULTS
-from bench.common.machine import environment, rss_mib
+from bench.common.machine import cpu_seconds, environment, rss_mib
 from bench.common.report import write_results
 from bench.common.sentences import multi30k_sentences
 from bench.common.timing import while_running
@@ -463,12 +463,6 @@ def serve_trivial_app(protocol: str, port: int) -> None:
     http = bounded if protocol == "bounded" else protocol
     uvicorn.run(trivial_app, host="127.0.0.1", port=port, http=http, log_level="warning", access_log=False,
                 lifespan="off")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of a process, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def protocol_cost(protocol: str, seconds: float) -> dict:

@@ -8,7 +8,8 @@ At each layout, one client's latency (p50, p99) and 32 clients' throughput, one 
 bench.serving.loadgen), in interleaved rounds; the median round of each, over the same checkout's with the store
 off. With --base, another checkout (`git worktree add /tmp/base main`) serves the same layouts in the same rounds,
 side by side. The machine's load average (1 minute) is kept with every run: other work on its cores moves the
-figures. Results: bench/results/store-cost.{json,md}.
+figures, less so the CPU time that the service's processes and PostgreSQL's spend a request under 32 clients,
+which is kept too. Results: bench/results/store-cost.{json,md}.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from pathlib import Path
 
 from bench.common.cli import command_line
 from bench.common.defaults import MODEL_DIR, REPEATS, REPO, RESULTS, THREADS
-from bench.common.machine import environment, provenance
-from bench.common.postgres import running_postgres
+from bench.common.machine import environment, provenance, tree_cpu_seconds
+from bench.common.postgres import Postgres, running_postgres
 from bench.common.report import markdown_table, median, write_results
 from bench.common.sentences import SENTENCES
 from bench.common.timing import rotation
@@ -34,6 +35,7 @@ from service.store.keys import Limits, add_key
 
 STORES = ("off", "SQLite", "PostgreSQL")
 HIGH = 10**9  # limits that are checked and counted but never reached
+MEDIANS = ("p50_ms", "throughput_32", "service_cpu_ms", "postgres_cpu_ms", "load_1min")  # of a layout's rounds
 
 
 def keyed_store(url: str) -> str:
@@ -45,22 +47,31 @@ def keyed_store(url: str) -> str:
     return key
 
 
-def measure(checkout: Path, settings: dict, fields: dict, seconds: float, threads: int) -> dict:
+def cpu_now(service_pid: int, postgres: Postgres | None) -> tuple[float, float]:
+    """The CPU seconds so far of the service's processes, and of PostgreSQL's (none without it)."""
+    return tree_cpu_seconds(service_pid), tree_cpu_seconds(postgres.pid) if postgres else 0.0
+
+
+def measure(checkout: Path, settings: dict, fields: dict, seconds: float, threads: int,
+            postgres: Postgres | None) -> dict:
     log = RESULTS / "tmp" / "store-cost" / "service.log"
     with running_service(MODEL_DIR, log, checkout=checkout, threads=threads, log_level="warning",
                          **settings) as service:
         run_load(service.url, SENTENCES, 32, 2, fields=fields)  # warm-up
         alone = run_load(service.url, SENTENCES, 1, seconds, fields=fields)
+        before = cpu_now(service.process.pid, postgres)
         many = run_load(service.url, SENTENCES, 32, seconds, fields=fields)
+        service_s, postgres_s = (end - start for start, end in zip(before, cpu_now(service.process.pid, postgres)))
     return {"p50_ms": alone["latency_ms"]["p50"], "p99_ms": alone["latency_ms"]["p99"],
             "throughput_32": many["sentences_per_s"], "errors": alone["errors"] + many["errors"],
+            "service_cpu_ms": round(1000 * service_s / many["requests"], 2),
+            "postgres_cpu_ms": round(1000 * postgres_s / many["requests"], 3),
             "load_1min": round(os.getloadavg()[0], 2)}
 
 
 def summary(runs: dict[tuple[str, str], list[dict]]) -> list[dict]:
     """Each layout's median round, and its ratios over its checkout's with the store off."""
-    medians = {layout: {k: median([r[k] for r in rounds]) for k in ("p50_ms", "throughput_32", "load_1min")}
-               for layout, rounds in runs.items()}
+    medians = {layout: {k: median([r[k] for r in rounds]) for k in MEDIANS} for layout, rounds in runs.items()}
     return [{"checkout": checkout, "layout": store, **medians[checkout, store],
              "p50_vs_off": medians[checkout, store]["p50_ms"] / medians[checkout, "off"]["p50_ms"],
              "throughput_vs_off": medians[checkout, store]["throughput_32"] / medians[checkout, "off"]["throughput_32"],
@@ -86,17 +97,19 @@ def main(argv: list[str] | None = None) -> None:
                        "PostgreSQL": postgres.database(f"cost_{checkout}_{round_}_{int(time.time())}")}[store]
                 settings = {"data_dir": data, "store_url": url, "require_api_keys": store != "off"}
                 fields = {"api_key": keyed_store(url)} if url else {}
-                run = measure(checkouts[checkout], settings, fields, args.seconds, args.threads)
+                run = measure(checkouts[checkout], settings, fields, args.seconds, args.threads,
+                              postgres if store == "PostgreSQL" else None)
                 runs[checkout, store].append(run)
                 print(f"round {round_ + 1}, {checkout} {store}: p50 {run['p50_ms']} ms, 32 clients "
                       f"{run['throughput_32']:.1f} sentences/s, load {run['load_1min']}", flush=True)
     rows = summary(runs)
     base = f" (--base {args.base}: {git_commit(args.base)})" if args.base else ""
     text = f"`{command_line('bench.serving.store_cost')}`{base}\n\n" + markdown_table(
-        ["checkout", "store", "1 client p50 ms", "p50 vs off", "32 clients sentences/s", "throughput vs off",
-         "load (1 min)", "errors"],
+        ["checkout", "store", "1 client p50 ms", "p50 vs off", "32 clients sentences/s", "rounds' range",
+         "throughput vs off", "service CPU ms a request", "PostgreSQL CPU ms a request", "load (1 min)", "errors"],
         [[r["checkout"], r["layout"], r["p50_ms"], f"{r['p50_vs_off']:.3f}", f"{r['throughput_32']:.1f}",
-          f"{r['throughput_vs_off']:.3f}", r["load_1min"], sum(x["errors"] for x in r["rounds"])] for r in rows])
+          spread([x["throughput_32"] for x in r["rounds"]]), f"{r['throughput_vs_off']:.3f}", r["service_cpu_ms"],
+          r["postgres_cpu_ms"], r["load_1min"], sum(x["errors"] for x in r["rounds"])] for r in rows])
     print(text)
     data = {**provenance("bench.serving.store_cost"),
             "environment": environment(["onnxruntime-gpu", "sqlalchemy", "psycopg", "fastapi"]),
@@ -104,6 +117,10 @@ def main(argv: list[str] | None = None) -> None:
             "layouts": rows}
     for path in write_results(RESULTS, "store-cost", data, text):
         print(f"wrote {path}")
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.0f}–{max(values):.0f}"
 
 
 def git_commit(checkout: Path) -> str:

@@ -4,6 +4,7 @@ thread keeps open. A request then costs the store its own statements alone, and 
 without a thread of its own.
 
     batches = Batches(store, run)       # run(connection, items) -> an answer or a RequestError for each item
+    batches = Batches(store, run, at_once)  # at_once(connection, items) -> the answers, or None: run's turn
     answer = await batches.ask(item)    # StoreUnavailable for all of a batch the store fails
     batches.close()
 """
@@ -26,14 +27,19 @@ Item = TypeVar("Item")
 Answer = TypeVar("Answer")
 MOST = 64  # items in one batch: a batch holds its rows' locks until it commits
 Asked = tuple[Item, asyncio.Future]
+Run = Callable[[Connection, list[Item]], list[Answer | Exception]]  # a batch's answers, in its items' order
+Attempt = Callable[[Connection, list[Item]], list[Answer | Exception] | None]  # or None: not answered
 
 
 class Batches(Generic[Item, Answer]):
-    def __init__(self, store: Store, run: Callable[[Connection, list[Item]], list[Answer | Exception]]):
+    def __init__(self, store: Store, run: Run[Item, Answer], at_once: Attempt[Item, Answer] | None = None):
         """`run` answers a batch's items in its transaction, in their order: an answer, or the exception that item
-        raises (its own: the others' stand); whatever it raises fails the whole batch, which is rolled back."""
+        raises (its own: the others' stand); whatever it raises fails the whole batch, which is rolled back.
+        `at_once`, if given, is asked first, on the connection in autocommit (each statement its own transaction):
+        the answers, or None when the batch needs `run`'s transaction."""
         self.store = store
         self.run = run
+        self.at_once = at_once
         self.asked: queue.SimpleQueue[Asked | None] = queue.SimpleQueue()
         self.connection: Connection | None = None
         self.thread: threading.Thread | None = None
@@ -84,6 +90,8 @@ class Batches(Generic[Item, Answer]):
         try:
             if self.connection is None:
                 self.connection = self.store.engine.connect()
+            if self.at_once is not None and (answers := self.autocommitted(self.connection, items)) is not None:
+                return answers
             with self.connection.begin():
                 return self.run(self.connection, items)
         except DBAPIError as error:
@@ -91,6 +99,16 @@ class Batches(Generic[Item, Answer]):
                 self.connection.invalidate()
                 self.connection = None
             raise StoreUnavailable(describe(error)) from error
+
+    def autocommitted(self, connection: Connection, items: list[Item]) -> list[Answer | Exception] | None:
+        """at_once's answers, the connection in autocommit meanwhile (one found lost is left to be replaced)."""
+        connection.execution_options(isolation_level="AUTOCOMMIT")
+        try:
+            with connection.begin():  # SQLAlchemy's transaction alone: the server's are each statement's
+                return self.at_once(connection, items)
+        finally:
+            if not connection.invalidated:
+                connection.execution_options(isolation_level=connection.default_isolation_level)
 
     def close(self) -> None:
         """Answer what was asked, then stop the thread and close its connection."""

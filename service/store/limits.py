@@ -76,6 +76,11 @@ def counted(session: Session | Connection, subject: str, wanted: list[tuple[Limi
     return {kind: count for kind, count in session.execute(counting_statement(len(wanted), within), values)}
 
 
+def sums(requests: list[list[tuple[Limit, int]]]) -> list[tuple[Limit, int]]:
+    """What requests with the same limits want of each limit, together."""
+    return [(limit, sum(wanted[i][1] for wanted in requests)) for i, (limit, _) in enumerate(requests[0])]
+
+
 def take_each(session: Session | Connection, subject: str,
               requests: list[list[tuple[Limit, int]]]) -> list[Limit | None]:
     """Each request's amounts for `subject` (every request with the same limits), in their order: all of a
@@ -84,12 +89,12 @@ def take_each(session: Session | Connection, subject: str,
     limits = [limit for limit, _ in requests[0]]
     if not limits:
         return [None] * len(requests)
-    sums = [(limit, sum(wanted[i][1] for wanted in requests)) for i, limit in enumerate(limits)]
-    taken = counted(session, subject, sums, within=True) if all(s <= limit.most for limit, s in sums) else {}
+    summed = sums(requests)
+    taken = counted(session, subject, summed, within=True) if all(s <= limit.most for limit, s in summed) else {}
     if len(taken) == len(limits):
         return [None] * len(requests)
     locked = counted(session, subject, [(limit, 0) for limit in limits], within=False)  # every row, locked
-    counts = {limit.kind: locked[limit.kind] - (s if limit.kind in taken else 0) for limit, s in sums}
+    counts = {limit.kind: locked[limit.kind] - (s if limit.kind in taken else 0) for limit, s in summed}
     refused = []
     for wanted in requests:  # in order, each while it fits
         over = next((limit for limit, amount in wanted if counts[limit.kind] + amount > limit.most), None)

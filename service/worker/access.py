@@ -23,9 +23,10 @@ from sqlalchemy import Connection
 from service.metrics import Metrics
 from service.settings import Settings
 from service.store import Store
+from service.store.at_once import take_all
 from service.store.batches import Batches
 from service.store.keys import KeyCheck, Limits, check_key, check_keys, record_use
-from service.store.limits import DAY_S, SWEEP_CHANCE, Limit, fixed_window, month_window, sweep, take, take_each
+from service.store.limits import DAY_S, SWEEP_CHANCE, Limit, fixed_window, month_window, sums, sweep, take, take_each
 from service.worker.errors import Forbidden, RequestError
 
 
@@ -82,7 +83,8 @@ class Access:
         self.settings = settings
         self.store = store
         self.metrics = metrics
-        self.batches: Batches[Asked, Client] = Batches(store, self._admit)
+        at_once = self._admit_at_once if store.dialect == "postgresql" else None
+        self.batches: Batches[Asked, Client] = Batches(store, self._admit, at_once)
         self.keys: dict[str, tuple[KeyCheck, float]] = {}  # a known key, and until when its id and limits are trusted
 
     async def admit(self, request: Request, key: object, used: int) -> Client:
@@ -104,8 +106,7 @@ class Access:
         now = time.time()
         if random.random() < SWEEP_CHANCE:
             sweep(connection, now - self.settings.limit_window_s)  # windows a while over: none is taken from again
-        keys = {asked.key for asked in batch if asked.key} if self.settings.keys_required else set()
-        answers = self.clients(batch, self.known(connection, keys, now) if keys else {})
+        answers = self.clients(batch, self.known(connection, self.named(batch), now))
         admitted = [(answer, asked.used) for answer, asked in zip(answers, batch) if isinstance(answer, Client)]
         revoked = {key_id for key_id, (requests, used) in usage(admitted).items()
                    if not record_use(connection, key_id, requests, used, unless_revoked=True)}
@@ -118,9 +119,27 @@ class Access:
             record_use(connection, key_id, -requests, -used)
         return answers
 
+    def _admit_at_once(self, connection: Connection, batch: list[Asked]) -> list[Client | RequestError] | None:
+        """The batch in one statement of its own (service.store.at_once), when each key is unrevoked and each
+        request fits its limits; else None, and _admit's transaction admits it (and sweeps, when its turn comes)."""
+        now = time.time()
+        if random.random() < SWEEP_CHANCE:
+            return None
+        answers = self.clients(batch, self.known(connection, self.named(batch), now))
+        admitted = [(answer, asked.used) for answer, asked in zip(answers, batch) if isinstance(answer, Client)]
+        subjects = [(client.owner, client.key_id, sums(wanted))
+                    for client, _, wanted in self.subjects(batch, answers, now)]
+        return answers if take_all(connection, usage(admitted), subjects) else None
+
+    def named(self, batch: list[Asked]) -> set[str]:
+        """The keys the batch names, when keys are on."""
+        return {asked.key for asked in batch if asked.key} if self.settings.keys_required else set()
+
     def known(self, connection: Connection, keys: set[str], now: float) -> dict[str, KeyCheck]:
         """The keys of `keys` that the store knows: what this worker read of them in the last KEY_TRUST_S seconds,
         the others read in one statement (a revoked key is found revoked by record_use)."""
+        if not keys:
+            return {}
         found = {key: self.keys[key][0] for key in keys if key in self.keys and self.keys[key][1] >= now}
         if missing := keys - set(found):
             found |= check_keys(connection, missing)
@@ -147,21 +166,30 @@ class Access:
                     now: float) -> list[tuple[Client, int]]:
         """Each client's limits taken, subject by subject; the answers of those refused become TooManyRequests:
         their clients and characters."""
-        by_subject: dict[str, list[int]] = {}
-        for i, answer in enumerate(answers):
-            if isinstance(answer, Client):
-                by_subject.setdefault(answer.owner, []).append(i)
         refused: list[tuple[Client, int]] = []
-        for subject in sorted(by_subject):
-            client, indexes = answers[by_subject[subject][0]], by_subject[subject]
-            limits = self.limits(now, client.limits)
-            wanted = [[(limit, batch[i].used if limit.kind == "chars" else 1) for limit in limits] for i in indexes]
-            for i, over in zip(indexes, take_each(connection, subject, wanted)):
+        for client, indexes, wanted in self.subjects(batch, answers, now):
+            for i, over in zip(indexes, take_each(connection, client.owner, wanted)):
                 if over:
                     self.metrics.limited.labels(over.kind).inc()
                     refused.append((client, batch[i].used))
                     answers[i] = TooManyRequests(over, now)
         return refused
+
+    def subjects(self, batch: list[Asked], answers: list[Client | RequestError],
+                 now: float) -> list[tuple[Client, list[int], list[list[tuple[Limit, int]]]]]:
+        """The admitted requests of each subject, subjects in order: its client, their indexes in the batch, and
+        what each wants of each limit."""
+        by_subject: dict[str, list[int]] = {}
+        for i, answer in enumerate(answers):
+            if isinstance(answer, Client):
+                by_subject.setdefault(answer.owner, []).append(i)
+        found: list[tuple[Client, list[int], list[list[tuple[Limit, int]]]]] = []
+        for subject in sorted(by_subject):
+            client, indexes = answers[by_subject[subject][0]], by_subject[subject]
+            limits = self.limits(now, client.limits)
+            found.append((client, indexes, [[(limit, batch[i].used if limit.kind == "chars" else 1)
+                                             for limit in limits] for i in indexes]))
+        return found
 
     def limits(self, now: float, limits: Limits) -> list[Limit]:
         """The limits that apply now."""
