@@ -61,7 +61,7 @@ Piece = str | Tag
 Unit = list[Piece]
 
 WORD = regex.compile(r"\w+")
-# a placeholder as the model may write it (spans.placeholder_pattern, or run into a word): its digits are group 1 or
+# a placeholder as the model may write it (spans.copies, or run into a word): its digits are group 1 or
 # 2, then 3; with a thousands separator only as one is written ("7 301", never "7318 365": two numbers)
 NUMBER = regex.compile(rf"(?<![\d.,])(?:(\d{{1,3}}){SEPARATOR}|(\d+))(\d{{3}})(?!\d|[.,]\d)")
 # no space is put between a placeholder and an opening bracket or quote before it, or punctuation after it
