@@ -411,6 +411,22 @@ def hostile_documents(results: list[dict]) -> list[Figure]:
     return figures
 
 
+def paragraph_runs(results: list[dict]) -> list[Figure]:
+    case = results[0]["paragraph_runs"]
+    ours, before = case["this checkout"], case["baseline"]
+    cpu = statistics.median(r["service_cpu_s"] for r in ours)
+    cpu_before = statistics.median(r["service_cpu_s"] for r in before)
+    seconds = statistics.median(r["seconds"] for r in ours)
+    load = max(r["load_average_after"][0] for r in ours + before)
+    return [
+        Figure(f"a .docx paragraph of {case['runs']:,} runs: the service's CPU, median of {len(ours)} "
+               f"(load up to {load:g})", f"{cpu:.1f} s", f"{times(cpu / cpu_before)} the code before "
+               f"({cpu_before:.1f} s)"),
+        Figure("its answer's time, median", f"{seconds:.1f} s",
+               f"{times(seconds / statistics.median(r['seconds'] for r in before))} the code before"),
+    ]
+
+
 def probe_p99(during: str, case: dict) -> Figure:
     """The figure of a probe's p99 latency against the goal of 1 s."""
     p99 = case["probe"]["p99_s"]
@@ -638,6 +654,13 @@ QUESTIONS = [
         "50 clients upload 1 MB documents (and while 4 upload a paragraph of 1 MB), and how soon the engine is idle "
         "after 8 documents whose clients hang up, and after 8 refused.",
         "the goals", ("hostile-documents.json",), hostile_documents,
+    ),
+    Question(
+        "A paragraph of many runs",
+        "A .docx of one paragraph of 20,000 runs, every other one in italics, through the service with stand-in "
+        "models (the engine echoes: what costs is the worker's), against the code before placeholders were found "
+        "in one pass, the two in turn.",
+        "the code before", ("hostile-runs.json",), paragraph_runs,
     ),
     Question(
         "A soak under mixed load",

@@ -26,6 +26,9 @@ uploads: 50 clients upload a 1 MB .txt of real text at once and hang up after 30
 paragraph: 4 clients upload a .txt whose one line is 1 MB of real text (a paragraph within the limits) and hang
     up after 20 s; meanwhile the probe, as in uploads (goal: p99 <= 1 s). With --baseline CHECKOUT, the same against
     that checkout's service first (before: a document's text was split and tokenized on the event loop).
+runs: a .docx of one paragraph of 20,000 runs, every other one in italics, through the service of this checkout
+    (and of --baseline) with stand-in models (service.testing.ECHO_MODELS: the engine echoes, so what costs is the
+    worker's): the answer, its seconds and the CPU seconds of the service's processes, the two checkouts in turn.
 refused: 8 large .txt uploads at once, whose clients hang up after 30 s; then 8 more on a service whose engine
     queue (TRANSLATOR_MAX_QUEUE=256, TRANSLATOR_DOCUMENTS_AT_ONCE=4) refuses them 503; how long after the last error
     answer or hang-up the engine's queue and batch are empty (goal: <= 2 s).
@@ -66,11 +69,11 @@ import docx
 from ebooklib import epub
 
 from bench.common.defaults import REPO, RESULTS
-from bench.common.machine import environment, rss_mib
+from bench.common.machine import descendants, environment, rss_mib
 from bench.common.report import write_results
 from bench.common.sentences import multi30k_sentences
 from bench.common.timing import while_running
-from service.launch import RunningService, free_port, running_service
+from service.launch import RunningService, free_port, running_server, running_service, service_env
 from service.settings import DEFAULT_DATA_DIR
 
 SHIPPED_MODELS = REPO / "models"
@@ -568,6 +571,52 @@ BOMBS: dict[str, tuple[str, Callable[[], bytes]]] = {
 }
 
 
+def paragraph_of_runs(runs: int = 20_000) -> bytes:
+    """A .docx of one paragraph of `runs` runs of a word each, every other one in italics, a sentence every
+    twelve."""
+    document = docx.Document()
+    paragraph = document.add_paragraph()
+    words = "the quick brown fox jumps over a lazy dog and runs home".split()
+    for i in range(runs):
+        paragraph.add_run(words[i % len(words)] + (". " if i % 12 == 11 else " ")).italic = i % 2 == 1
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def runs_through(service: RunningService, data: bytes, limit_s: float = 600) -> dict:
+    """The .docx `data` uploaded alone: its answer, its seconds, and the CPU seconds of the service's processes
+    meanwhile."""
+    pids = descendants(service.process.pid)
+    cpu, started = sum(map(cpu_seconds, pids)), time.perf_counter()
+    reply = exchange_or_hang_up(port_of(service), upload("runs.docx", data), limit_s)
+    return {"got": outcome(reply), "seconds": round(time.perf_counter() - started, 2),
+            "service_cpu_s": round(sum(map(cpu_seconds, pids)) - cpu, 2)}
+
+
+@contextmanager
+def stand_in_service(model_dir: Path, name: str, checkout: Path) -> Iterator[RunningService]:
+    """A checkout's service with stand-in models (bench.serving.frontend --serve-stand-in), default settings."""
+    port, log = free_port(), RESULTS / "tmp" / f"hostile-{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "bench.serving.frontend", "--serve-stand-in"]
+    with running_server(command, port, log, service_env(model_dir, port, {"data_dir": log.parent / "data"}),
+                        checkout) as running:
+        yield running
+
+
+def paragraph_runs(model_dir: Path, checkouts: list[tuple[str, Path]], rounds: int, runs: int = 20_000) -> dict:
+    """paragraph_of_runs() through each checkout's stand-in service, `rounds` times in turn, each round's load
+    average beside it."""
+    data = paragraph_of_runs(runs)
+    results: dict = {"runs": runs, "bytes": len(data), **{label: [] for label, _ in checkouts}}
+    for _ in range(rounds):
+        for label, checkout in checkouts:
+            with stand_in_service(model_dir, "runs", checkout) as running:
+                results[label].append(loaded(runs_through(running, data)))
+    return results
+
+
 def upload(name: str, content: bytes, source: bytes = b"en") -> bytes:
     return multipart_file(name.encode(), content, source)
 
@@ -775,6 +824,9 @@ def run_cases(model_dir: Path, cases: list[str], rounds: int, baseline: Path | N
             with service(model_dir, "paragraph", checkout) as running:
                 case = uploads_and_probe(running, clients=4, seconds=20, one_line=True)
             results["paragraph"][label] = loaded({"checkout": str(checkout), **case})
+    if "runs" in cases:
+        results["paragraph_runs"] = paragraph_runs(
+            model_dir, ([("baseline", baseline)] if baseline else []) + [("this checkout", REPO)], rounds)
     if "refused" in cases:
         with service(model_dir, "refused") as running:
             results["refused"] = loaded(refused_documents(running))
@@ -793,10 +845,12 @@ def run_cases(model_dir: Path, cases: list[str], rounds: int, baseline: Path | N
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-dir", type=Path, default=SHIPPED_MODELS)
-    names = ["headers", "stall", "files", "idle", "bombs", "uploads", "paragraph", "refused", "drain", "protocol"]
+    names = ["headers", "stall", "files", "idle", "bombs", "uploads", "paragraph", "runs", "refused", "drain",
+             "protocol"]
     p.add_argument("--cases", nargs="+", choices=names, default=names)
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the protocol comparison")
-    p.add_argument("--baseline", type=Path, help="another checkout whose service the paragraph case also measures")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the protocol and runs comparisons")
+    p.add_argument("--baseline", type=Path, help="another checkout whose service the paragraph and runs cases also "
+                   "measure")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--name", default="hostile", help="the results file's name (bench/results/NAME.json)")
     p.add_argument("--serve-protocol", choices=["httptools", "bounded", "h11"], help=argparse.SUPPRESS)
