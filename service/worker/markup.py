@@ -35,21 +35,21 @@ import regex
 from service.worker.spans import CLOSING, OPENING, SEPARATOR, THOUSANDS, made_of_placeholders, placeholder_numbers
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Open:
     """Where an inline element starts; `element` is what its format needs to write it again."""
 
     element: Any
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Close:
     """Where the inline element opened with the same `element` ends."""
 
     element: Any
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Atom:
     """Markup kept whole where it stands: a line break, an image, inline code, a footnote mark."""
 
@@ -71,7 +71,7 @@ HYPHENED_BEFORE, HYPHENED_AFTER = regex.compile(r"(?<=\p{L})-$"), regex.compile(
 
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Event:
     """A tag of the unit's body, or markup kept whole there (an Atom, a word with an element inside it)."""
 
@@ -83,7 +83,7 @@ class Event:
     children: list[Event] = field(default_factory=list)  # an open's: the opens and points inside it in the source
 
 
-@dataclass
+@dataclass(slots=True)
 class Group:
     """The events that one placeholder stands for: tags with no text between them."""
 
@@ -92,7 +92,7 @@ class Group:
     spaced: tuple[bool, bool]  # whether mark() put a space before it, after it
 
 
-@dataclass
+@dataclass(slots=True)
 class Marked:
     """A unit as text to translate, and what mark() took out of it."""
 
