@@ -427,6 +427,27 @@ def paragraph_runs(results: list[dict]) -> list[Figure]:
     ]
 
 
+def threads_or_process(results: list[dict]) -> list[Figure]:
+    runs = results[0]["threads_or_process"]
+    figures = []
+    for case, what, unit in (("1 MB for 30 s", "a probe's p99 while 50 clients upload 1 MB", "p99_s"),
+                             ("50 kB answered", "a probe's p99 while 50 clients upload 50 kB", "p99_s")):
+        thread = statistics.median(r[case]["probe"][unit] for r in runs["thread"])
+        process = statistics.median(r[case]["probe"][unit] for r in runs["process"])
+        figures.append(Figure(f"{what}, documents in a thread (median of {len(runs['thread'])})", f"{thread:.2f} s",
+                              f"{times(thread / process)} in a process ({process:.2f} s)"))
+    peak = {label: statistics.median(max(r["1 MB for 30 s"]["worker_peak_rss_over_idle_mib"]) for r in rows)
+            for label, rows in runs.items()}
+    figures.append(Figure("the larger HTTP worker's peak RSS over idle with the processes it started, 1 MB uploads, "
+                          "documents in a thread", mib(peak["thread"]),
+                          f"{times(peak['thread'] / peak['process'])} in a process ({mib(peak['process'])})"))
+    last = {label: statistics.median(r["50 kB answered"]["last_answer_s"] for r in rows)
+            for label, rows in runs.items()}
+    figures.append(Figure("50 uploads of 50 kB: the last answer, documents in a thread", f"{last['thread']:.1f} s",
+                          f"{times(last['thread'] / last['process'])} in a process ({last['process']:.1f} s)"))
+    return figures
+
+
 def probe_p99(during: str, case: dict) -> Figure:
     """The figure of a probe's p99 latency against the goal of 1 s."""
     p99 = case["probe"]["p99_s"]
@@ -661,6 +682,14 @@ QUESTIONS = [
         "models (the engine echoes: what costs is the worker's), against the code before placeholders were found "
         "in one pass, the two in turn.",
         "the code before", ("hostile-runs.json",), paragraph_runs,
+    ),
+    Question(
+        "Documents in a thread or in a process",
+        "The service with stand-in models reading and writing documents in its thread, against the same in a "
+        "process of its own per HTTP worker (bench.serving.document_process: the document parsed twice, only bytes "
+        "and texts crossing), in turn: a probe sentence every 0.5 s while 50 clients upload a 1 MB .txt for 30 s, "
+        "and while 50 upload 50 kB and wait for their answers.",
+        "documents in a process", ("hostile-pool.json",), threads_or_process,
     ),
     Question(
         "A soak under mixed load",

@@ -29,6 +29,10 @@ paragraph: 4 clients upload a .txt whose one line is 1 MB of real text (a paragr
 runs: a .docx of one paragraph of 20,000 runs, every other one in italics, through the service of this checkout
     (and of --baseline) with stand-in models (service.testing.ECHO_MODELS: the engine echoes, so what costs is the
     worker's): the answer, its seconds and the CPU seconds of the service's processes, the two checkouts in turn.
+pool: documents read and written in the service's thread against a process of their own
+    (bench.serving.document_process), stand-in models, in turn: 50 clients upload a 1 MB .txt of real text and hang
+    up after 30 s, then 50 upload 50 kB and wait for their answers; meanwhile the probe, as in uploads. The probe's
+    p99, the answers and the time of the last, and each HTTP worker's peak RSS with the processes it started.
 refused: 8 large .txt uploads at once, whose clients hang up after 30 s; then 8 more on a service whose engine
     queue (TRANSLATOR_MAX_QUEUE=256, TRANSLATOR_DOCUMENTS_AT_ONCE=4) refuses them 503; how long after the last error
     answer or hang-up the engine's queue and batch are empty (goal: <= 2 s).
@@ -69,7 +73,7 @@ import docx
 from ebooklib import epub
 
 from bench.common.defaults import REPO, RESULTS
-from bench.common.machine import descendants, environment, rss_mib
+from bench.common.machine import descendants, environment, rss_mib, tree_rss_mib
 from bench.common.report import write_results
 from bench.common.sentences import multi30k_sentences
 from bench.common.timing import while_running
@@ -594,12 +598,18 @@ def runs_through(service: RunningService, data: bytes, limit_s: float = 600) -> 
             "service_cpu_s": round(sum(map(cpu_seconds, pids)) - cpu, 2)}
 
 
+STAND_IN = ["bench.serving.frontend", "--serve-stand-in"]  # the service with stand-in models
+DOCUMENTS_IN_A_PROCESS = ["bench.serving.document_process"]  # the same, documents read and written in a process
+
+
 @contextmanager
-def stand_in_service(model_dir: Path, name: str, checkout: Path) -> Iterator[RunningService]:
-    """A checkout's service with stand-in models (bench.serving.frontend --serve-stand-in), default settings."""
+def stand_in_service(model_dir: Path, name: str, checkout: Path = REPO, module: list[str] = STAND_IN
+                     ) -> Iterator[RunningService]:
+    """A checkout's service with stand-in models (`module`: STAND_IN or DOCUMENTS_IN_A_PROCESS), default
+    settings."""
     port, log = free_port(), RESULTS / "tmp" / f"hostile-{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "bench.serving.frontend", "--serve-stand-in"]
+    command = [sys.executable, "-m", *module]
     with running_server(command, port, log, service_env(model_dir, port, {"data_dir": log.parent / "data"}),
                         checkout) as running:
         yield running
@@ -614,6 +624,60 @@ def paragraph_runs(model_dir: Path, checkouts: list[tuple[str, Path]], rounds: i
         for label, checkout in checkouts:
             with stand_in_service(model_dir, "runs", checkout) as running:
                 results[label].append(loaded(runs_through(running, data)))
+    return results
+
+
+def http_workers(service: RunningService) -> list[int]:
+    """The service's HTTP workers: its children that have loaded httptools (the engine has not)."""
+    return [pid for pid in children(service.process.pid) if "httptools" in Path(f"/proc/{pid}/maps").read_text()]
+
+
+def documents_and_probe(service: RunningService, clients: int, megabytes: float, limit_s: float) -> dict:
+    """`clients` upload a `megabytes` MB .txt of real text at once, each waiting up to `limit_s` for its answer;
+    meanwhile a probe sends one sentence every half second. The probe's latency, the uploads' answers and when the
+    last came, and the peak RSS of each HTTP worker with the processes it started (sampled every 50 ms)."""
+    port, workers = port_of(service), http_workers(service)
+    document = upload("real.txt", real_text(megabytes))
+    idle = {pid: tree_rss_mib(pid) for pid in settled_rss(workers)}
+    peak = dict(idle)
+    answered: list[tuple[str, float]] = []
+    started = time.monotonic()
+    done = threading.Event()
+
+    def client() -> None:
+        answered.append((outcome(exchange_or_hang_up(port, document, limit_s)), time.monotonic() - started))
+
+    def watch() -> None:
+        while not done.wait(0.05):
+            for pid in workers:
+                peak[pid] = max(peak[pid], tree_rss_mib(pid))
+
+    threads = [threading.Thread(target=client) for _ in range(clients)] + [threading.Thread(target=watch)]
+    for thread in threads:
+        thread.start()
+    probe = probe_translate(port, started + limit_s, until_done=lambda: len(answered) == clients)
+    done.set()
+    for thread in threads:
+        thread.join()
+    times = [t for _, t in probe]
+    got = dict(Counter(g for g, _ in answered))
+    return {"clients": clients, "megabytes": megabytes, "limit_s": limit_s, "uploads": got,
+            "last_answer_s": round(max(t for g, t in answered if g == "200"), 1) if "200" in got else None,
+            "probe": {"got": dict(Counter(g for g, _ in probe)), "p50_s": round(percentile(times, 50), 3),
+                      "p99_s": round(percentile(times, 99), 3), "max_s": round(max(times), 3), "count": len(times)},
+            "worker_peak_rss_over_idle_mib": [round(peak[pid] - idle[pid], 1) for pid in workers]}
+
+
+def threads_or_process(model_dir: Path, rounds: int) -> dict:
+    """documents_and_probe() against the service reading and writing documents in a thread (its own code) and in a
+    process (bench.serving.document_process), in turn: 50 uploads of 1 MB for 30 s, then 50 of 50 kB answered
+    whole."""
+    results: dict = {"thread": [], "process": []}
+    for _ in range(rounds):
+        for label, module in (("thread", STAND_IN), ("process", DOCUMENTS_IN_A_PROCESS)):
+            with stand_in_service(model_dir, f"documents-{label}", module=module) as running:
+                results[label].append({"1 MB for 30 s": loaded(documents_and_probe(running, 50, 1.0, 30)),
+                                       "50 kB answered": loaded(documents_and_probe(running, 50, 0.05, 300))})
     return results
 
 
@@ -699,11 +763,13 @@ def engine_busy(port: int) -> float:
     return metric(port, "translator_queue_depth") + metric(port, "translator_running_rows")
 
 
-def probe_translate(port: int, until: float, every_s: float = 0.5) -> list[tuple[str, float]]:
-    """One sentence to translate every `every_s` until `until`: each answer's status and seconds."""
+def probe_translate(port: int, until: float, every_s: float = 0.5,
+                    until_done: Callable[[], bool] = lambda: False) -> list[tuple[str, float]]:
+    """One sentence to translate every `every_s` until `until` (or until_done()): each answer's status and
+    seconds."""
     request = json_request("/translate", {"q": "A man is riding a bicycle.", "source": "en", "target": "de"})
     answers = []
-    while time.monotonic() < until:
+    while time.monotonic() < until and not until_done():
         started = time.perf_counter()
         got = outcome(exchange(port, request))
         answers.append((got, time.perf_counter() - started))
@@ -827,6 +893,8 @@ def run_cases(model_dir: Path, cases: list[str], rounds: int, baseline: Path | N
     if "runs" in cases:
         results["paragraph_runs"] = paragraph_runs(
             model_dir, ([("baseline", baseline)] if baseline else []) + [("this checkout", REPO)], rounds)
+    if "pool" in cases:
+        results["threads_or_process"] = threads_or_process(model_dir, rounds)
     if "refused" in cases:
         with service(model_dir, "refused") as running:
             results["refused"] = loaded(refused_documents(running))
@@ -845,8 +913,8 @@ def run_cases(model_dir: Path, cases: list[str], rounds: int, baseline: Path | N
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-dir", type=Path, default=SHIPPED_MODELS)
-    names = ["headers", "stall", "files", "idle", "bombs", "uploads", "paragraph", "runs", "refused", "drain",
-             "protocol"]
+    names = ["headers", "stall", "files", "idle", "bombs", "uploads", "paragraph", "runs", "pool", "refused",
+             "drain", "protocol"]
     p.add_argument("--cases", nargs="+", choices=names, default=names)
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the protocol and runs comparisons")
     p.add_argument("--baseline", type=Path, help="another checkout whose service the paragraph and runs cases also "
