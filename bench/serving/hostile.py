@@ -16,7 +16,8 @@ drain: 16 keep-alive clients through a SIGTERM drain, then through the engine pr
     a reused connection that got a reset or EOF instead of an answer (goal 0), 503s without
     Connection: close, new connections refused or reset as the port closed (allowed).
 bombs: each document bomb (a .docx of 40 MB of empty paragraphs, an .epub naming a 2 MB chapter four
-    times, an .html of 4 MB of <br>; and an .html of as many paragraphs as the node limit lets through) uploaded
+    times, an .html of 4 MB of <br>; and .htmls of as many paragraphs as the old and the HTML node limits let
+    through) uploaded
     alone: its answer (a bomb within the limits is translated: its client hangs up after 20 s), the growth of an
     HTTP worker's RSS (goal <= 100 MiB), its RSS 10 s after over idle (goal <= 50 MiB), and how long after the
     answer or hang-up the engine is idle.
@@ -570,8 +571,10 @@ BOMBS: dict[str, tuple[str, Callable[[], bytes]]] = {
     "docx of 40 MiB of empty paragraphs": ("bomb.docx", docx_of_empty_paragraphs),
     "epub naming a 2 MB chapter four times": ("bomb.epub", epub_of_one_chapter_named_four_times),
     "html of 4 MB of <br>": ("bomb.html", lambda: b"<br>" * (1 << 20)),
-    # not the issue's: as many nodes as the default TRANSLATOR_MAX_FILE_NODES lets through, short of a thousand
-    "html of 99,500 paragraphs (within the node limit)": ("limit.html", lambda: b"<p>x" * 99_500),
+    # not the issue's: as many nodes as the old node limit let through, short of a thousand, and as the default
+    # TRANSLATOR_MAX_HTML_NODES does
+    "html of 99,500 paragraphs (within the old node limit)": ("old-limit.html", lambda: b"<p>x" * 99_500),
+    "html of 39,500 paragraphs (within the HTML node limit)": ("limit.html", lambda: b"<p>x" * 39_500),
 }
 
 
@@ -598,6 +601,7 @@ def runs_through(service: RunningService, data: bytes, limit_s: float = 600) -> 
             "service_cpu_s": round(sum(map(cpu_seconds, pids)) - cpu, 2)}
 
 
+TREE_SAMPLE_S = 0.05  # a process tree's RSS takes longer to read than one process's
 STAND_IN = ["bench.serving.frontend", "--serve-stand-in"]  # the service with stand-in models
 DOCUMENTS_IN_A_PROCESS = ["bench.serving.document_process"]  # the same, documents read and written in a process
 
@@ -635,7 +639,7 @@ def http_workers(service: RunningService) -> list[int]:
 def documents_and_probe(service: RunningService, clients: int, megabytes: float, limit_s: float) -> dict:
     """`clients` upload a `megabytes` MB .txt of real text at once, each waiting up to `limit_s` for its answer;
     meanwhile a probe sends one sentence every half second. The probe's latency, the uploads' answers and when the
-    last came, and the peak RSS of each HTTP worker with the processes it started (sampled every 50 ms)."""
+    last came, and the peak RSS of each HTTP worker with the processes it started (sampled every TREE_SAMPLE_S)."""
     port, workers = port_of(service), http_workers(service)
     document = upload("real.txt", real_text(megabytes))
     idle = {pid: tree_rss_mib(pid) for pid in settled_rss(workers)}
@@ -648,7 +652,7 @@ def documents_and_probe(service: RunningService, clients: int, megabytes: float,
         answered.append((outcome(exchange_or_hang_up(port, document, limit_s)), time.monotonic() - started))
 
     def watch() -> None:
-        while not done.wait(0.05):
+        while not done.wait(TREE_SAMPLE_S):
             for pid in workers:
                 peak[pid] = max(peak[pid], tree_rss_mib(pid))
 
