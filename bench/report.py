@@ -385,16 +385,21 @@ def engines_memory(results: list[dict]) -> list[Figure]:
     return figures
 
 
-def hostile_documents(results: list[dict]) -> list[Figure]:
-    data = results[0]
+def document_bombs(results: list[dict]) -> list[Figure]:
     figures = []
-    for name, bomb in data["bombs"].items():
+    for name, bomb in results[0]["bombs"].items():
         if name == "load_average_after":
             continue
         growth, after = bomb["worker_rss_growth_mib"], bomb["worker_rss_10s_after_over_idle_mib"]
         figures.append(Figure(f"{name} (answered {bomb['got']}): a worker's RSS growth", mib(growth),
                               verdict("≤ 100 MiB", growth <= 100)))
         figures.append(Figure(f"{name}: its RSS 10 s after, over idle", mib(after), verdict("≤ 50 MiB", after <= 50)))
+    return figures
+
+
+def hostile_documents(results: list[dict]) -> list[Figure]:
+    data = results[0]
+    figures = document_bombs(results)
     uploads = data["uploads"]
     figures.append(probe_p99(f"while {uploads['clients']} clients upload 1 MB documents", uploads))
     if "worker_rss_10s_after_over_idle_mib" in uploads:
@@ -675,6 +680,13 @@ QUESTIONS = [
         "50 clients upload 1 MB documents (and while 4 upload a paragraph of 1 MB), and how soon the engine is idle "
         "after 8 documents whose clients hang up, and after 8 refused.",
         "the goals", ("hostile-documents.json",), hostile_documents,
+    ),
+    Question(
+        "Document bombs at the HTML node limit",
+        "The document bombs of hostile documents uploaded alone, with an .html of as many paragraphs as the old "
+        "shared node limit let through and one as TRANSLATOR_MAX_HTML_NODES does: each answer and an HTTP worker's "
+        "memory.",
+        "the goals", ("hostile-bombs.json",), document_bombs,
     ),
     Question(
         "A paragraph of many runs",
