@@ -170,7 +170,8 @@ def project(marked: str, plain: str, placeholders: Collection[str], numbering: d
         elif i in same:  # else before the word after it
             places[placeholder] = same[i]
         else:  # else at the same place of the block of words that differ
-            places[placeholder] = next(j1 + min(i - i1, j2 - j1) for _, i1, i2, j1, j2 in opcodes if i1 <= i <= i2)
+            places[placeholder] = next((j1 + min(i - i1, j2 - j1) for _, i1, i2, j1, j2 in opcodes if i1 <= i <= i2),
+                                       0)  # no words on either side: at the start
     words = [j for j, m in enumerate(plain_tokens) if WORDS.fullmatch(m.group())]
     for pair, translation in pairs:
         start, end, size = places.get(pair.open), places.get(pair.close), len(pair.words.split())
