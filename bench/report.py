@@ -397,16 +397,21 @@ def engines_memory(results: list[dict]) -> list[Figure]:
     return figures
 
 
-def hostile_documents(results: list[dict]) -> list[Figure]:
-    data = results[0]
+def document_bombs(results: list[dict]) -> list[Figure]:
     figures = []
-    for name, bomb in data["bombs"].items():
+    for name, bomb in results[0]["bombs"].items():
         if name == "load_average_after":
             continue
         growth, after = bomb["worker_rss_growth_mib"], bomb["worker_rss_10s_after_over_idle_mib"]
         figures.append(Figure(f"{name} (answered {bomb['got']}): a worker's RSS growth", mib(growth),
                               verdict("≤ 100 MiB", growth <= 100)))
         figures.append(Figure(f"{name}: its RSS 10 s after, over idle", mib(after), verdict("≤ 50 MiB", after <= 50)))
+    return figures
+
+
+def hostile_documents(results: list[dict]) -> list[Figure]:
+    data = results[0]
+    figures = document_bombs(results)
     uploads = data["uploads"]
     figures.append(probe_p99(f"while {uploads['clients']} clients upload 1 MB documents", uploads))
     if "worker_rss_10s_after_over_idle_mib" in uploads:
@@ -442,6 +447,46 @@ def images(results: list[dict]) -> list[Figure]:
         Figure(f"the models in {lt}'s (/home/libretranslate/.local)",
                mb(theirs["folders"]["/home/libretranslate/.local"]), "downloaded at its first start"),
     ]
+
+
+def paragraph_runs(results: list[dict]) -> list[Figure]:
+    case = results[0]["paragraph_runs"]
+    ours, before = case["this checkout"], case["baseline"]
+    cpu = statistics.median(r["service_cpu_s"] for r in ours)
+    cpu_before = statistics.median(r["service_cpu_s"] for r in before)
+    seconds = statistics.median(r["seconds"] for r in ours)
+    load = max(r["load_average_after"][0] for r in ours + before)
+    return [
+        Figure(f"a .docx paragraph of {case['runs']:,} runs: the service's CPU, median of {len(ours)} "
+               f"(load up to {load:g})", f"{cpu:.1f} s", f"{times(cpu / cpu_before)} the code before"),
+        Figure("the same with the code before", f"{cpu_before:.1f} s", ""),
+        Figure("its answer's time, median", f"{seconds:.1f} s",
+               f"{times(seconds / statistics.median(r['seconds'] for r in before))} the code before"),
+    ]
+
+
+def threads_or_process(results: list[dict]) -> list[Figure]:
+    runs = results[0]["threads_or_process"]
+    figures = []
+    for case, what, unit in (("1 MB for 30 s", "a probe's p99 while 50 clients upload 1 MB", "p99_s"),
+                             ("50 kB answered", "a probe's p99 while 50 clients upload 50 kB", "p99_s")):
+        thread = statistics.median(r[case]["probe"][unit] for r in runs["thread"])
+        process = statistics.median(r[case]["probe"][unit] for r in runs["process"])
+        figures += [Figure(f"{what}, documents in a thread (median of {len(runs['thread'])})", f"{thread:.2f} s",
+                           f"{times(thread / process)} in a process"),
+                    Figure(f"{what}, documents in a process", f"{process:.2f} s", "")]
+    peak = {label: statistics.median(max(r["1 MB for 30 s"]["worker_peak_rss_over_idle_mib"]) for r in rows)
+            for label, rows in runs.items()}
+    what = "the larger HTTP worker's peak RSS over idle with the processes it started, 1 MB uploads"
+    figures += [Figure(f"{what}, documents in a thread", mib(peak["thread"]),
+                       f"{times(peak['thread'] / peak['process'])} in a process"),
+                Figure(f"{what}, documents in a process", mib(peak["process"]), "")]
+    last = {label: statistics.median(r["50 kB answered"]["last_answer_s"] for r in rows)
+            for label, rows in runs.items()}
+    figures += [Figure("50 uploads of 50 kB: the last answer, documents in a thread", f"{last['thread']:.1f} s",
+                       f"{times(last['thread'] / last['process'])} in a process"),
+                Figure("50 uploads of 50 kB: the last answer, documents in a process", f"{last['process']:.1f} s", "")]
+    return figures
 
 
 def probe_p99(during: str, case: dict) -> Figure:
@@ -693,6 +738,28 @@ QUESTIONS = [
         "50 clients upload 1 MB documents (and while 4 upload a paragraph of 1 MB), and how soon the engine is idle "
         "after 8 documents whose clients hang up, and after 8 refused.",
         "the goals", ("hostile-documents.json",), hostile_documents,
+    ),
+    Question(
+        "Document bombs at the HTML node limit",
+        "The document bombs of hostile documents uploaded alone, with an .html of as many paragraphs as the old "
+        "shared node limit let through and one as TRANSLATOR_MAX_HTML_NODES does: each answer and an HTTP worker's "
+        "memory.",
+        "the goals", ("hostile-bombs.json",), document_bombs,
+    ),
+    Question(
+        "A paragraph of many runs",
+        "A .docx of one paragraph of 20,000 runs, every other one in italics, through the service with stand-in "
+        "models (the engine echoes: what costs is the worker's), against the code before placeholders were found "
+        "in one pass, the two in turn.",
+        "the code before", ("hostile-runs.json",), paragraph_runs,
+    ),
+    Question(
+        "Documents in a thread or in a process",
+        "The service with stand-in models reading and writing documents in its thread, against the same in a "
+        "process of its own per HTTP worker (bench.serving.document_process: the document parsed twice, only bytes "
+        "and texts crossing), in turn: a probe sentence every 0.5 s while 50 clients upload a 1 MB .txt for 30 s, "
+        "and while 50 upload 50 kB and wait for their answers.",
+        "documents in a process", ("hostile-pool.json",), threads_or_process,
     ),
     Question(
         "A soak under mixed load",

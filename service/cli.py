@@ -105,7 +105,7 @@ async def translate(data: bytes, suffix: str, translator: AbstractAsyncContextMa
     """The file translated into `target`, by the translator given (in_process or through)."""
     async with translator as translate_texts:
         settings = Settings()
-        limits = Limits(chars=settings.max_file_chars, nodes=settings.max_file_nodes)
+        limits = Limits.of(settings)
         return await translate_file(data, suffix, limits, translate_texts, target)
 
 

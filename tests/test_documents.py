@@ -30,8 +30,7 @@ from service.worker.documents.translate import translate_document, translate_fil
 from service.worker.errors import InvalidRequest, RequestError, TooLarge
 
 PLACEHOLDER = regex.compile(r"^\d{4,}[.,]?$")
-LIMIT = Limits(chars=Settings.model_fields["max_file_chars"].default,  # the defaults admit a 1 MB .docx
-               nodes=Settings.model_fields["max_file_nodes"].default)
+LIMIT = Limits.of(Settings.model_construct())  # the defaults: they admit a 1 MB .docx
 
 
 async def upper(texts: list[str]) -> list[str]:
@@ -309,7 +308,8 @@ def test_deeply_nested_markup_is_refused():
     deep = b"<w:document xmlns:w='http://schemas.openxmlformats.org/wordprocessingml/2006/main'>" + \
         b"<w:body>" * 10_000 + b"</w:body>" * 10_000 + b"</w:document>"
     assert "not well-formed" in refused(with_member("word/document.xml", deep), ".docx")
-    assert "nested deeper" in refused(b"<div>" * 100_000 + b"x" + b"</div>" * 100_000, ".html")
+    deepest = LIMIT.html_nodes // 2 - 1  # elements and their one text within the node limit
+    assert "nested deeper" in refused(b"<div>" * deepest + b"x" + b"</div>" * deepest, ".html")
 
 
 @pytest.mark.parametrize("suffix", [".txt", ".srt", ".html"])
@@ -320,7 +320,7 @@ def test_binary_data_named_as_text_is_a_400(suffix: str):
 
 def test_a_file_over_the_character_limit_is_a_413():
     with pytest.raises(TooLarge):
-        read(b"word " * 1000, ".txt", Limits(chars=4000, nodes=LIMIT.nodes))
+        read(b"word " * 1000, ".txt", Limits(chars=4000, nodes=LIMIT.nodes, html_nodes=LIMIT.html_nodes))
 
 
 def test_a_one_megabyte_word_document_is_read_and_written_in_seconds():
@@ -356,6 +356,7 @@ def test_a_small_docx_of_millions_of_empty_paragraphs_is_refused_while_it_stream
 
 def test_html_txt_and_srt_files_of_too_many_nodes_are_refused_before_they_are_parsed():
     assert "more than" in refused(b"<br>" * (2 * LIMIT.nodes + 1), ".html", TooLarge)
+    assert f"more than {LIMIT.html_nodes}" in refused(b"<p>x" * (LIMIT.html_nodes // 2 + 1), ".html", TooLarge)
     assert "line breaks" in refused(b"\n" * (LIMIT.nodes + 1), ".txt", TooLarge)
     cue = b"1\n00:00:00,000 --> 00:00:01,000\nx\n\n"
     assert "cue timings" in refused(cue * (LIMIT.nodes + 1), ".srt", TooLarge)

@@ -483,7 +483,7 @@ def test_the_memory_of_documents_goes_back_once_the_last_one_is_answered(monkeyp
         return [text.upper() for text in texts]
 
     async def main() -> list[bytes]:
-        limits = Limits(chars=1000, nodes=1000)
+        limits = Limits(chars=1000, nodes=1000, html_nodes=1000)
         first = documents.translate_file(b"A man is riding.\n", ".txt", limits, translate_texts, "de")
         second = documents.translate_file(b"A dog runs.\n", ".txt", limits, translate_texts, "de")
         return await asyncio.gather(first, second)
@@ -510,7 +510,7 @@ def test_documents_waiting_for_their_turn_are_not_read_yet(monkeypatch):
         return texts
 
     async def main() -> None:
-        turn, limits = asyncio.Semaphore(1), Limits(chars=1000, nodes=1000)
+        turn, limits = asyncio.Semaphore(1), Limits(chars=1000, nodes=1000, html_nodes=1000)
         first = asyncio.ensure_future(documents.translate_file(b"One.\n", ".txt", limits, translate_texts, "de", turn))
         await first_translating.wait()
         await asyncio.gather(first, documents.translate_file(b"Two.\n", ".txt", limits, translate_texts, "de", turn))

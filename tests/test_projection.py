@@ -107,3 +107,9 @@ def test_placeholders_keep_the_spaces_of_the_translation_without_markup(marked: 
     projected = project(marked, plain, ["7335", "7352"], {}, [(pair, "")])
     assert projected == expected
     assert bare(projected, ["7335", "7352"], {}) == plain
+
+
+def test_a_placeholder_of_a_translation_without_words_stands_alone():
+    """Neither translation has a word to align (the model gave nothing for the bare sentence)."""
+    assert project("7,318", "", ["7318"], {}) == "7318"
+    assert project("7301 7318", "", ["7301", "7318"], {}) == "7301 7318"

@@ -16,7 +16,8 @@ drain: 16 keep-alive clients through a SIGTERM drain, then through the engine pr
     a reused connection that got a reset or EOF instead of an answer (goal 0), 503s without
     Connection: close, new connections refused or reset as the port closed (allowed).
 bombs: each document bomb (a .docx of 40 MB of empty paragraphs, an .epub naming a 2 MB chapter four
-    times, an .html of 4 MB of <br>; and an .html of as many paragraphs as the node limit lets through) uploaded
+    times, an .html of 4 MB of <br>; and .htmls of as many paragraphs as the old and the HTML node limits let
+    through) uploaded
     alone: its answer (a bomb within the limits is translated: its client hangs up after 20 s), the growth of an
     HTTP worker's RSS (goal <= 100 MiB), its RSS 10 s after over idle (goal <= 50 MiB), and how long after the
     answer or hang-up the engine is idle.
@@ -26,6 +27,13 @@ uploads: 50 clients upload a 1 MB .txt of real text at once and hang up after 30
 paragraph: 4 clients upload a .txt whose one line is 1 MB of real text (a paragraph within the limits) and hang
     up after 20 s; meanwhile the probe, as in uploads (goal: p99 <= 1 s). With --baseline CHECKOUT, the same against
     that checkout's service first (before: a document's text was split and tokenized on the event loop).
+runs: a .docx of one paragraph of 20,000 runs, every other one in italics, through the service of this checkout
+    (and of --baseline) with stand-in models (service.testing.ECHO_MODELS: the engine echoes, so what costs is the
+    worker's): the answer, its seconds and the CPU seconds of the service's processes, the two checkouts in turn.
+pool: documents read and written in the service's thread against a process of their own
+    (bench.serving.document_process), stand-in models, in turn: 50 clients upload a 1 MB .txt of real text and hang
+    up after 30 s, then 50 upload 50 kB and wait for their answers; meanwhile the probe, as in uploads. The probe's
+    p99, the answers and the time of the last, and each HTTP worker's peak RSS with the processes it started.
 refused: 8 large .txt uploads at once, whose clients hang up after 30 s; then 8 more on a service whose engine
     queue (TRANSLATOR_MAX_QUEUE=256, TRANSLATOR_DOCUMENTS_AT_ONCE=4) refuses them 503; how long after the last error
     answer or hang-up the engine's queue and batch are empty (goal: <= 2 s).
@@ -66,11 +74,11 @@ import docx
 from ebooklib import epub
 
 from bench.common.defaults import REPO, RESULTS
-from bench.common.machine import cpu_seconds, environment, rss_mib
+from bench.common.machine import cpu_seconds, descendants, environment, rss_mib, tree_rss_mib
 from bench.common.report import write_results
 from bench.common.sentences import multi30k_sentences
 from bench.common.timing import while_running
-from service.launch import RunningService, free_port, running_service
+from service.launch import RunningService, free_port, running_server, running_service, service_env
 from service.settings import DEFAULT_DATA_DIR
 
 SHIPPED_MODELS = REPO / "models"
@@ -557,9 +565,118 @@ BOMBS: dict[str, tuple[str, Callable[[], bytes]]] = {
     "docx of 40 MiB of empty paragraphs": ("bomb.docx", docx_of_empty_paragraphs),
     "epub naming a 2 MB chapter four times": ("bomb.epub", epub_of_one_chapter_named_four_times),
     "html of 4 MB of <br>": ("bomb.html", lambda: b"<br>" * (1 << 20)),
-    # not the issue's: as many nodes as the default TRANSLATOR_MAX_FILE_NODES lets through, short of a thousand
-    "html of 99,500 paragraphs (within the node limit)": ("limit.html", lambda: b"<p>x" * 99_500),
+    # not the issue's: as many nodes as the old node limit let through, short of a thousand, and as the default
+    # TRANSLATOR_MAX_HTML_NODES does
+    "html of 99,500 paragraphs (within the old node limit)": ("old-limit.html", lambda: b"<p>x" * 99_500),
+    "html of 39,500 paragraphs (within the HTML node limit)": ("limit.html", lambda: b"<p>x" * 39_500),
 }
+
+
+def paragraph_of_runs(runs: int = 20_000) -> bytes:
+    """A .docx of one paragraph of `runs` runs of a word each, every other one in italics, a sentence every
+    twelve."""
+    document = docx.Document()
+    paragraph = document.add_paragraph()
+    words = "the quick brown fox jumps over a lazy dog and runs home".split()
+    for i in range(runs):
+        paragraph.add_run(words[i % len(words)] + (". " if i % 12 == 11 else " ")).italic = i % 2 == 1
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def runs_through(service: RunningService, data: bytes, limit_s: float = 600) -> dict:
+    """The .docx `data` uploaded alone: its answer, its seconds, and the CPU seconds of the service's processes
+    meanwhile."""
+    pids = descendants(service.process.pid)
+    cpu, started = sum(map(cpu_seconds, pids)), time.perf_counter()
+    reply = exchange_or_hang_up(port_of(service), upload("runs.docx", data), limit_s)
+    return {"got": outcome(reply), "seconds": round(time.perf_counter() - started, 2),
+            "service_cpu_s": round(sum(map(cpu_seconds, pids)) - cpu, 2)}
+
+
+TREE_SAMPLE_S = 0.05  # a process tree's RSS takes longer to read than one process's
+STAND_IN = ["bench.serving.frontend", "--serve-stand-in"]  # the service with stand-in models
+DOCUMENTS_IN_A_PROCESS = ["bench.serving.document_process"]  # the same, documents read and written in a process
+
+
+@contextmanager
+def stand_in_service(model_dir: Path, name: str, checkout: Path = REPO, module: list[str] = STAND_IN
+                     ) -> Iterator[RunningService]:
+    """A checkout's service with stand-in models (`module`: STAND_IN or DOCUMENTS_IN_A_PROCESS), default
+    settings."""
+    port, log = free_port(), RESULTS / "tmp" / f"hostile-{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", *module]
+    with running_server(command, port, log, service_env(model_dir, port, {"data_dir": log.parent / "data"}),
+                        checkout) as running:
+        yield running
+
+
+def paragraph_runs(model_dir: Path, checkouts: list[tuple[str, Path]], rounds: int, runs: int = 20_000) -> dict:
+    """paragraph_of_runs() through each checkout's stand-in service, `rounds` times in turn, each round's load
+    average beside it."""
+    data = paragraph_of_runs(runs)
+    results: dict = {"runs": runs, "bytes": len(data), **{label: [] for label, _ in checkouts}}
+    for _ in range(rounds):
+        for label, checkout in checkouts:
+            with stand_in_service(model_dir, "runs", checkout) as running:
+                results[label].append(loaded(runs_through(running, data)))
+    return results
+
+
+def http_workers(service: RunningService) -> list[int]:
+    """The service's HTTP workers: its children that have loaded httptools (the engine has not)."""
+    return [pid for pid in children(service.process.pid) if "httptools" in Path(f"/proc/{pid}/maps").read_text()]
+
+
+def documents_and_probe(service: RunningService, clients: int, megabytes: float, limit_s: float) -> dict:
+    """`clients` upload a `megabytes` MB .txt of real text at once, each waiting up to `limit_s` for its answer;
+    meanwhile a probe sends one sentence every half second. The probe's latency, the uploads' answers and when the
+    last came, and the peak RSS of each HTTP worker with the processes it started (sampled every TREE_SAMPLE_S)."""
+    port, workers = port_of(service), http_workers(service)
+    document = upload("real.txt", real_text(megabytes))
+    idle = {pid: tree_rss_mib(pid) for pid in settled_rss(workers)}
+    peak = dict(idle)
+    answered: list[tuple[str, float]] = []
+    started = time.monotonic()
+    done = threading.Event()
+
+    def client() -> None:
+        answered.append((outcome(exchange_or_hang_up(port, document, limit_s)), time.monotonic() - started))
+
+    def watch() -> None:
+        while not done.wait(TREE_SAMPLE_S):
+            for pid in workers:
+                peak[pid] = max(peak[pid], tree_rss_mib(pid))
+
+    threads = [threading.Thread(target=client) for _ in range(clients)] + [threading.Thread(target=watch)]
+    for thread in threads:
+        thread.start()
+    probe = probe_translate(port, started + limit_s, until_done=lambda: len(answered) == clients)
+    done.set()
+    for thread in threads:
+        thread.join()
+    times = [t for _, t in probe]
+    got = dict(Counter(g for g, _ in answered))
+    return {"clients": clients, "megabytes": megabytes, "limit_s": limit_s, "uploads": got,
+            "last_answer_s": round(max(t for g, t in answered if g == "200"), 1) if "200" in got else None,
+            "probe": {"got": dict(Counter(g for g, _ in probe)), "p50_s": round(percentile(times, 50), 3),
+                      "p99_s": round(percentile(times, 99), 3), "max_s": round(max(times), 3), "count": len(times)},
+            "worker_peak_rss_over_idle_mib": [round(peak[pid] - idle[pid], 1) for pid in workers]}
+
+
+def threads_or_process(model_dir: Path, rounds: int) -> dict:
+    """documents_and_probe() against the service reading and writing documents in a thread (its own code) and in a
+    process (bench.serving.document_process), in turn: 50 uploads of 1 MB for 30 s, then 50 of 50 kB answered
+    whole."""
+    results: dict = {"thread": [], "process": []}
+    for _ in range(rounds):
+        for label, module in (("thread", STAND_IN), ("process", DOCUMENTS_IN_A_PROCESS)):
+            with stand_in_service(model_dir, f"documents-{label}", module=module) as running:
+                results[label].append({"1 MB for 30 s": loaded(documents_and_probe(running, 50, 1.0, 30)),
+                                       "50 kB answered": loaded(documents_and_probe(running, 50, 0.05, 300))})
+    return results
 
 
 def upload(name: str, content: bytes, source: bytes = b"en") -> bytes:
@@ -644,11 +761,13 @@ def engine_busy(port: int) -> float:
     return metric(port, "translator_queue_depth") + metric(port, "translator_running_rows")
 
 
-def probe_translate(port: int, until: float, every_s: float = 0.5) -> list[tuple[str, float]]:
-    """One sentence to translate every `every_s` until `until`: each answer's status and seconds."""
+def probe_translate(port: int, until: float, every_s: float = 0.5,
+                    until_done: Callable[[], bool] = lambda: False) -> list[tuple[str, float]]:
+    """One sentence to translate every `every_s` until `until` (or until_done()): each answer's status and
+    seconds."""
     request = json_request("/translate", {"q": "A man is riding a bicycle.", "source": "en", "target": "de"})
     answers = []
-    while time.monotonic() < until:
+    while time.monotonic() < until and not until_done():
         started = time.perf_counter()
         got = outcome(exchange(port, request))
         answers.append((got, time.perf_counter() - started))
@@ -769,6 +888,11 @@ def run_cases(model_dir: Path, cases: list[str], rounds: int, baseline: Path | N
             with service(model_dir, "paragraph", checkout) as running:
                 case = uploads_and_probe(running, clients=4, seconds=20, one_line=True)
             results["paragraph"][label] = loaded({"checkout": str(checkout), **case})
+    if "runs" in cases:
+        results["paragraph_runs"] = paragraph_runs(
+            model_dir, ([("baseline", baseline)] if baseline else []) + [("this checkout", REPO)], rounds)
+    if "pool" in cases:
+        results["threads_or_process"] = threads_or_process(model_dir, rounds)
     if "refused" in cases:
         with service(model_dir, "refused") as running:
             results["refused"] = loaded(refused_documents(running))
@@ -787,10 +911,12 @@ def run_cases(model_dir: Path, cases: list[str], rounds: int, baseline: Path | N
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-dir", type=Path, default=SHIPPED_MODELS)
-    names = ["headers", "stall", "files", "idle", "bombs", "uploads", "paragraph", "refused", "drain", "protocol"]
+    names = ["headers", "stall", "files", "idle", "bombs", "uploads", "paragraph", "runs", "pool", "refused",
+             "drain", "protocol"]
     p.add_argument("--cases", nargs="+", choices=names, default=names)
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the protocol comparison")
-    p.add_argument("--baseline", type=Path, help="another checkout whose service the paragraph case also measures")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the protocol and runs comparisons")
+    p.add_argument("--baseline", type=Path, help="another checkout whose service the paragraph and runs cases also "
+                   "measure")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--name", default="hostile", help="the results file's name (bench/results/NAME.json)")
     p.add_argument("--serve-protocol", choices=["httptools", "bounded", "h11"], help=argparse.SUPPRESS)

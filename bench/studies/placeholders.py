@@ -28,7 +28,7 @@ from core.corpus import TEST_SPLIT, load_test_set
 from core.search import SearchOptions
 from service.translator import Translator
 from service.worker.markup import Atom, Close, Open, Unit, mark
-from service.worker.spans import placeholder_pattern, protect
+from service.worker.spans import copied, protect
 
 FORMS: dict[str, Callable[[int], str]] = {
     "four digits (7301)": lambda i: str(7301 + 17 * i),
@@ -73,7 +73,7 @@ def markup_copied_share(translator: Translator, sentences: list[str], rng: rando
     marked = [mark(with_markup(s, rng)) for s in sentences]
     outputs = [r[0].text for r in translator.translate([m.text for m in marked], SearchOptions(beam_size=4))]
     groups = sum(len(m.groups) for m in marked)
-    found = sum(sum(bool(re.search(placeholder_pattern(p), o)) for p in m.groups) for m, o in zip(marked, outputs))
+    found = sum(len(copied(o) & m.groups.keys()) for m, o in zip(marked, outputs))
     return found / groups
 
 

@@ -35,21 +35,21 @@ import regex
 from service.worker.spans import CLOSING, OPENING, SEPARATOR, THOUSANDS, made_of_placeholders, placeholder_numbers
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Open:
     """Where an inline element starts; `element` is what its format needs to write it again."""
 
     element: Any
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Close:
     """Where the inline element opened with the same `element` ends."""
 
     element: Any
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Atom:
     """Markup kept whole where it stands: a line break, an image, inline code, a footnote mark."""
 
@@ -61,7 +61,7 @@ Piece = str | Tag
 Unit = list[Piece]
 
 WORD = regex.compile(r"\w+")
-# a placeholder as the model may write it (spans.placeholder_pattern, or run into a word): its digits are group 1 or
+# a placeholder as the model may write it (spans.copies, or run into a word): its digits are group 1 or
 # 2, then 3; with a thousands separator only as one is written ("7 301", never "7318 365": two numbers)
 NUMBER = regex.compile(rf"(?<![\d.,])(?:(\d{{1,3}}){SEPARATOR}|(\d+))(\d{{3}})(?!\d|[.,]\d)")
 # no space is put between a placeholder and an opening bracket or quote before it, or punctuation after it
@@ -71,7 +71,7 @@ HYPHENED_BEFORE, HYPHENED_AFTER = regex.compile(r"(?<=\p{L})-$"), regex.compile(
 
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Event:
     """A tag of the unit's body, or markup kept whole there (an Atom, a word with an element inside it)."""
 
@@ -83,7 +83,7 @@ class Event:
     children: list[Event] = field(default_factory=list)  # an open's: the opens and points inside it in the source
 
 
-@dataclass
+@dataclass(slots=True)
 class Group:
     """The events that one placeholder stands for: tags with no text between them."""
 
@@ -92,7 +92,7 @@ class Group:
     spaced: tuple[bool, bool]  # whether mark() put a space before it, after it
 
 
-@dataclass
+@dataclass(slots=True)
 class Marked:
     """A unit as text to translate, and what mark() took out of it."""
 

@@ -30,7 +30,7 @@ from service.worker.pairs import Pair, Pairs, language_name
 from service.worker.params import clean_text
 from service.worker.projection import Wrapped, bare, markup_placeholders, plain_numbering, project, wrapped
 from service.worker.schemas import DetectedLanguage, TranslateRequest, TranslateResponse
-from service.worker.spans import Protected, Terms, protect, put_back
+from service.worker.spans import Protected, Terms, held_in, protect, put_back
 from service.worker.text import (
     in_capitals,
     join_translations,
@@ -295,8 +295,9 @@ class Pipeline:
             found = markup_placeholders(segment)
             numbering = plain_numbering(segment, found) if found else {}
             spans = [p for p in segment.spans if p not in segment.terms]
-            held += [Held({p for p in spans if p in sentence}, {p for p in found if p in sentence}, numbering)
-                     for sentence in sentences_of(layout)]
+            sentences = sentences_of(layout)
+            held += [Held(own, tags, numbering)
+                     for own, tags in zip(held_in(sentences, spans), held_in(sentences, found), strict=True)]
         return Text(original, pair, detected, html, segments, layouts,
                     numbers if self.settings.localize_numbers else None, held)
 

@@ -29,9 +29,11 @@ from difflib import SequenceMatcher
 import regex
 
 from service.worker.markup import OPENING, TIGHT
-from service.worker.spans import HELD, Protected, is_placeholder_number, placeholder_pattern, protect
+from service.worker.spans import DIGITS, HELD, Protected, first_copies, is_placeholder_number, protect, replaced
 
 TOKEN = regex.compile(r"\w+|[^\w\s]")
+STANDING = regex.compile(r"(?<!\d)\d+(?!\d)")  # a number standing alone, as a placeholder of `names` is matched
+SPACED = regex.compile(r" ?(?<!\d)\d+(?!\d)")  # the same, with the space before it
 WORDS = regex.compile(r"[^\W\d_]+")
 CLOSING = regex.compile(r"(?<=\d) (?=[.,;:!?)\]}»…])")
 
@@ -47,7 +49,7 @@ def plain_numbering(protected: Protected, tags: Collection[str]) -> dict[str, st
     """Each other placeholder of `protected` (not one of `tags`), and the placeholder its span gets in the text
     without markup (spans.protect of it), so that a bare sentence reads exactly what the sentence without markup
     reads; empty where the spans differ."""
-    original = regex.sub("|".join(protected.spans), lambda m: protected.spans[m.group()], protected.text)
+    original = spans_back(protected)
     again = protect(without(original, [protected.spans[tag] for tag in tags]))
     ours = [placeholder for placeholder in protected.spans if placeholder not in tags]
     if [protected.spans[placeholder] for placeholder in ours] != list(again.spans.values()):
@@ -55,17 +57,33 @@ def plain_numbering(protected: Protected, tags: Collection[str]) -> dict[str, st
     return dict(zip(ours, again.spans))
 
 
+def spans_back(protected: Protected) -> str:
+    """The text of `protected` with each placeholder as its span again, found as the alternation of them all would
+    find it: in each run of digits, from left to right, the first of protected.spans that begins at a place."""
+    order = {placeholder: k for k, placeholder in enumerate(protected.spans)}
+    lengths = sorted({len(placeholder) for placeholder in order})
+
+    def back(run: regex.Match) -> str:
+        digits, pieces, at = run[0], [], 0
+        while at < len(digits):
+            here = [digits[at : at + n] for n in lengths if at + n <= len(digits) and digits[at : at + n] in order]
+            found = min(here, key=order.__getitem__, default=digits[at])
+            pieces.append(protected.spans.get(found, found))
+            at += len(found)
+        return "".join(pieces)
+
+    return DIGITS.sub(back, protected.text)
+
+
 def without(text: str, numbers: Collection[str]) -> str:
     """`text` without these numbers (standing alone), its spaces made single."""
-    pattern = "|".join(numbers)
-    return regex.sub(r"\s+", " ", regex.sub(rf" ?(?<!\d)(?:{pattern})(?!\d)", "", text)).strip()
+    gone = set(numbers)
+    return regex.sub(r"\s+", " ", SPACED.sub(lambda m: "" if m[0].lstrip(" ") in gone else m[0], text)).strip()
 
 
 def renamed(text: str, names: dict[str, str]) -> str:
     """`text` with each placeholder of `names` (standing alone) written as its new name, all at once."""
-    if not names:
-        return text
-    return regex.sub(rf"(?<!\d)(?:{'|'.join(names)})(?!\d)", lambda m: names[m.group()], text)
+    return STANDING.sub(lambda m: names.get(m[0], m[0]), text)
 
 
 def bare(sentence: str, tags: Collection[str], numbering: dict[str, str]) -> str:
@@ -86,7 +104,7 @@ class Wrapped:
 def wrapped(sentence: str, tags: Collection[str]) -> list[Wrapped]:
     """The first and second of the sentence's markup placeholders, the third and fourth, ..., each pair with the
     words between them (other placeholders left out), where there are some."""
-    places = [m for m in regex.finditer(rf"(?<!\d)(?:{'|'.join(tags)})(?!\d)", sentence)] if tags else []
+    places = [m for m in STANDING.finditer(sentence) if m[0] in tags]
     pairs = []
     for first, second in zip(places[::2], places[1::2]):
         words = " ".join(WORDS.findall(sentence[first.end() : second.start()]))
@@ -135,12 +153,10 @@ def project(marked: str, plain: str, placeholders: Collection[str], numbering: d
     `marked` wraps no word with goes around the words of `plain` that match its words' translation alone (`pairs`:
     each with that translation)."""
     plain = renamed(plain, {new: old for old, new in numbering.items()})
-    found = []  # (where it stood in the marked translation without placeholders, placeholder)
-    for placeholder in placeholders:
-        if match := regex.search(placeholder_pattern(placeholder), marked):
-            found.append((match.start(), placeholder))
-            marked = f"{marked[: match.start()]}{HELD * len(match.group())}{marked[match.end() :]}"
-    clean = marked.replace(HELD, " ")  # placeholders out, offsets kept
+    first = first_copies(marked, placeholders)
+    found = [(start, placeholder) for placeholder, (start, _) in first.items()]  # where each stood, placeholder
+    clean = replaced(marked, {(start, end): " " * (end - start) for start, end in first.values()}
+                     ).replace(HELD, " ")  # placeholders out, offsets kept
     marked_tokens = [(m.start(), m.group().lower()) for m in TOKEN.finditer(clean)]
     plain_tokens = list(TOKEN.finditer(plain))
     opcodes = SequenceMatcher(None, [t for _, t in marked_tokens], [m.group().lower() for m in plain_tokens],
@@ -154,7 +170,8 @@ def project(marked: str, plain: str, placeholders: Collection[str], numbering: d
         elif i in same:  # else before the word after it
             places[placeholder] = same[i]
         else:  # else at the same place of the block of words that differ
-            places[placeholder] = next(j1 + min(i - i1, j2 - j1) for _, i1, i2, j1, j2 in opcodes if i1 <= i <= i2)
+            places[placeholder] = next((j1 + min(i - i1, j2 - j1) for _, i1, i2, j1, j2 in opcodes if i1 <= i <= i2),
+                                       0)  # no words on either side: at the start
     words = [j for j, m in enumerate(plain_tokens) if WORDS.fullmatch(m.group())]
     for pair, translation in pairs:
         start, end, size = places.get(pair.open), places.get(pair.close), len(pair.words.split())

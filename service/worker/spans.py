@@ -55,8 +55,14 @@ SPANS = regex.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in KIN
 FIRST_PLACEHOLDER, PLACEHOLDER_STEP = 7301, 17
 SEPARATOR = "[.,\u00a0\u202f ]"  # a thousands separator the model may write into a placeholder (7.301, 7 301)
 THOUSANDS = regex.compile(rf"(?<=\d){SEPARATOR}(?=\d{{3}})")
+DIGITS = regex.compile(r"[0-9]+")
+# a placeholder as the model may write it (copies): where one may begin, and its two forms
+NUMBER_START = regex.compile(r"(?<![\w.,])\d")
+ALONE = regex.compile(r"\d+(?![\w]|[.,]\d)")
+SEPARATED = regex.compile(rf"(\d+){SEPARATOR}(\d{{3}})(?![\w]|[.,]\d)")
 # private-use characters: a found placeholder is held as HELD, a character of its own, HELD while strays are taken out
 HELD, HELD_FIRST = "\ue000", 0xF0000
+MARK = regex.compile(f"{HELD}.{HELD}", regex.DOTALL)  # a found placeholder's mark in restore()
 # no space is put between a placeholder and an opening bracket or quote before it, or punctuation after it
 OPENING = set("([{«‹„‚“‘\"'¿¡")
 CLOSING = set(".,;:!?)]}»›“”‘’\"'…")
@@ -83,24 +89,22 @@ class Protected:
         if not self.held and not self.spans:
             return translation, 0
         translation = translation.replace(HELD, "")
-        found = {}
-        for i, placeholder in enumerate(self.spans):  # each placeholder's first copy, held by a digit-free mark
-            match = regex.search(placeholder_pattern(placeholder), translation)
-            if match:
-                found[placeholder] = f"{HELD}{chr(HELD_FIRST + i)}{HELD}"
-                translation = f"{translation[: match.start()]}{found[placeholder]}{translation[match.end() :]}"
+        found = first_copies(translation, self.spans)  # each placeholder's first copy, held by a digit-free mark
+        marks = {placeholder: f"{HELD}{chr(HELD_FIRST + i)}{HELD}" for i, placeholder in enumerate(self.spans)}
+        translation = replaced(translation, {found[p]: marks[p] for p in found})
         if self.held:  # every digit of the text is in a span (with only terms held, its own digits are still there)
             translation = self.without_strays(translation)
-        missing = 0
+        missing, spans = 0, {}  # spans: the marks not yet replaced by their spans
         for placeholder, span in self.spans.items():
             if localize and placeholder in self.numbers:
                 span = localize(span)
             if placeholder in found:
-                translation = translation.replace(found[placeholder], span, 1)
-            else:
-                translation = insert_at_word_boundary(translation, span, self.places[placeholder])
+                spans[marks[placeholder]] = span
+            else:  # the marks before it are replaced first: its place is a share of the text as it stands then
+                translation = insert_at_word_boundary(MARK.sub(lambda m: spans.pop(m[0], m[0]), translation), span,
+                                                      self.places[placeholder])
                 missing += 1
-        return translation, missing
+        return MARK.sub(lambda m: spans.pop(m[0], m[0]), translation), missing
 
     def without_strays(self, translation: str) -> str:
         """The translation less every run of digits outside the found placeholders: the text's own digits are all
@@ -111,8 +115,29 @@ class Protected:
 def placeholder_numbers(text: str) -> Iterator[str]:
     """Placeholder numbers, in order, that `text` does not hold, as written or without its thousands separators
     ("7,301" holds 7301): spans and inline markup take theirs from here."""
-    plain = THOUSANDS.sub("", text)
-    return (str(n) for n in count(FIRST_PLACEHOLDER, PLACEHOLDER_STEP) if str(n) not in text and str(n) not in plain)
+    digits = DIGITS.findall(f"{text} {THOUSANDS.sub('', text)}")
+    held: dict[int, set[str]] = {}  # by length: the placeholder numbers the digits hold
+    for number in map(str, count(FIRST_PLACEHOLDER, PLACEHOLDER_STEP)):
+        if len(number) not in held:
+            held[len(number)] = {part for part in parts(digits, len(number)) if is_placeholder_number(part)}
+        if number not in held[len(number)]:
+            yield number
+
+
+def parts(digits: Iterable[str], length: int) -> Iterator[str]:
+    """Each string of `length` digits inside these runs of digits: what `number in text` finds, for every number of
+    that length at once."""
+    for run in digits:
+        for start in range(len(run) - length + 1):
+            yield run[start : start + length]
+
+
+def held_in(texts: Iterable[str], placeholders: Collection[str]) -> list[set[str]]:
+    """For each text, the placeholders it holds (`placeholder in text`), found in one pass over its digits."""
+    wanted = set(placeholders)
+    lengths = {len(placeholder) for placeholder in wanted}
+    return [{part for length in lengths for part in parts(DIGITS.findall(text), length) if part in wanted}
+            for text in texts]
 
 
 def made_of_placeholders(number: str, placeholders: Iterable[str], source: str) -> bool:
@@ -122,10 +147,48 @@ def made_of_placeholders(number: str, placeholders: Iterable[str], source: str) 
     return number[:2] in {placeholder[:2] for placeholder in placeholders} and number not in source
 
 
-def placeholder_pattern(placeholder: str) -> str:
-    """The placeholder as the model may write it: as it is, or with a thousands separator (7.301, 7,301, 7 301)."""
-    head, tail = placeholder[:-3], placeholder[-3:]
-    return rf"(?<![\w.,]){head}{SEPARATOR}?{tail}(?![\w]|[.,]\d)"
+def copies(text: str) -> Iterator[tuple[str, tuple[int, int]]]:
+    """Each number of `text` that may be a placeholder as the model writes one: its digits, and where it stands. A
+    placeholder is written as it is or with a thousands separator (7.301, 7,301, 7 301), after no word character,
+    point or comma, before none nor a decimal part. Where both forms begin ("7301 318": 7301 or 7301318), both."""
+    for start in NUMBER_START.finditer(text):
+        if alone := ALONE.match(text, start.start()):
+            yield alone[0], alone.span()
+        if separated := SEPARATED.match(text, start.start()):
+            yield separated[1] + separated[2], separated.span()
+
+
+def copied(text: str) -> set[str]:
+    """The digits of each number of `text` that may be a placeholder's copy (copies)."""
+    return {digits for digits, _ in copies(text)}
+
+
+def first_copies(text: str, placeholders: Iterable[str]) -> dict[str, tuple[int, int]]:
+    """Where the first copy of each placeholder stands in `text`, taken in order: a copy overlapping one taken
+    before it is not there any more (as if each copy found were replaced before the next placeholder is looked
+    for)."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    for digits, span in copies(text):
+        found.setdefault(digits, []).append(span)
+    taken: set[int] = set()  # the characters of the copies taken
+    first = {}
+    for placeholder in placeholders:
+        for start, end in found.get(placeholder, ()):
+            if taken.isdisjoint(range(start, end)):
+                first[placeholder] = start, end
+                taken.update(range(start, end))
+                break
+    return first
+
+
+def replaced(text: str, spans: dict[tuple[int, int], str]) -> str:
+    """`text` with each (start, end) of `spans` (none overlapping) replaced by its string."""
+    pieces, end = [], 0
+    for (start, stop), replacement in sorted(spans.items()):
+        pieces += [text[end:start], replacement]
+        end = stop
+    pieces.append(text[end:])
+    return "".join(pieces)
 
 
 class Terms(Protocol):
@@ -160,13 +223,14 @@ def protect(text: str, terms: Terms | None = None, spans: bool = True) -> Protec
 
 
 def put_back(sentence: str, translation: str, placeholders: Collection[str]) -> tuple[str, int]:
-    """The translation of one sentence with each of its `placeholders` that the model lost (placeholder_pattern
-    finds no copy) inserted as restore() would, at the place matching its place in the sentence; and how many. Done
+    """The translation of one sentence with each of its `placeholders` that the model lost (copies() finds
+    no copy of it) inserted as restore() would, at the place matching its place in the sentence; and how many. Done
     for each sentence as its translation comes (service.worker.pipeline): a span goes back into its own sentence,
     and lands alike in the translation of a sentence with inline markup and without it (service.worker.projection
     projects the markup onto the latter)."""
+    there = copied(translation)
     lost = sorted((at, placeholder) for placeholder in placeholders if (at := sentence.find(placeholder)) >= 0
-                  and not regex.search(placeholder_pattern(placeholder), translation))
+                  and placeholder not in there)
     for at, placeholder in lost:
         translation = insert_at_word_boundary(translation, placeholder, at / max(len(sentence), 1))
     return translation, len(lost)

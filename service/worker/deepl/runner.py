@@ -120,7 +120,7 @@ class DocumentRunner:
                 options = Options(terms=await asyncio.to_thread(matcher, self.glossaries, job.owner, job.glossary_id,
                                                                 job.source_lang, job.target_lang))
             suffix = PurePath(job.name).suffix.lower()
-            limits = Limits(chars=p.settings.max_file_chars, nodes=p.settings.max_file_nodes)
+            limits = Limits.of(p.settings)
             source = await asyncio.to_thread(self.jobs.source, job)
             result = await translate_file(source, suffix, limits, translate_texts, job.target_lang, turn=p.documents)
             if not await asyncio.to_thread(self.jobs.finish, job, result):

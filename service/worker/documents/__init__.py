@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Protocol
 
+from service.settings import Settings
 from service.worker.documents.ebook import Book
 from service.worker.documents.opendocument import OpenDocument
 from service.worker.documents.plain import PlainText
@@ -43,12 +44,23 @@ class Document(Protocol):
 
 @dataclass(frozen=True)
 class Limits:
-    """What one file may hold: `chars` characters of text, `nodes` elements, texts, lines or cues."""
+    """What one file may hold: `chars` characters of text, `nodes` elements, lines or cues, and `html_nodes` tags,
+    elements, texts and comments of a web page."""
 
     chars: int
     nodes: int
+    html_nodes: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> Limits:
+        return cls(settings.max_file_chars, settings.max_file_nodes, settings.max_html_nodes)
+
+    def nodes_of(self, suffix: str) -> int:
+        """The most nodes a file named with `suffix` may hold."""
+        return self.html_nodes if suffix.lower() in WEB_PAGES else self.nodes
 
 
+WEB_PAGES = (".html", ".htm")
 READERS: dict[str, Callable[[bytes, int], Document]] = {  # (data, the most nodes) -> the document
     ".txt": PlainText,
     ".html": lambda data, nodes: WebPage(data, ".html", nodes),
@@ -89,7 +101,7 @@ def read(data: bytes, suffix: str, limits: Limits) -> Document:
         raise InvalidRequest(f"{suffix[:32] or 'a file without a suffix'} files are not taken{advice}; the formats "
                              f"are {', '.join(FORMATS)}")
     try:
-        document = reader(data, limits.nodes)
+        document = reader(data, limits.nodes_of(suffix))
     except RequestError:
         raise
     except Exception as error:  # each parser fails a broken file in its own way

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from service.memory import trim_malloc
 from service.worker.documents import Document, Limits, read
-from service.worker.markup import Marked, mark, unmark
+from service.worker.markup import mark, unmark
 
 TranslateTexts = Callable[[list[str]], Awaitable[list[str]]]  # texts -> their translations, in order
 READING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="documents")
@@ -69,12 +69,12 @@ async def translate_file(data: bytes, suffix: str, limits: Limits, translate_tex
 
 async def translate_document(document: Document, translate_texts: TranslateTexts, language: str) -> bytes:
     """`document` with each unit translated into `language`: only units with text to translate are sent, all in
-    one call."""
-    marked: list[Marked] = await off_the_loop(lambda: [mark(unit) for unit in document.units])
-    sent = [i for i, m in enumerate(marked) if m.text.strip()]
-    translations = [m.text for m in marked]
-    for i, translation in zip(sent, await translate_texts([marked[i].text for i in sent]), strict=True):
+    one call. A unit is marked again when its translation is put in (mark is the same each time), so that what
+    marking takes out of every unit is never held for all of them while the document is translated."""
+    translations: list[str] = await off_the_loop(lambda: [mark(unit).text for unit in document.units])
+    sent = [i for i, text in enumerate(translations) if text.strip()]
+    for i, translation in zip(sent, await translate_texts([translations[i] for i in sent]), strict=True):
         translations[i] = translation
-    return await off_the_loop(
-        lambda: document.write([unmark(translation, m) for translation, m in zip(translations, marked)], language)
-    )
+    return await off_the_loop(lambda: document.write(
+        [unmark(translation, mark(unit)) for translation, unit in zip(translations, document.units, strict=True)],
+        language))

@@ -50,7 +50,7 @@ async def translate_file(request: Request, p: ServingPipeline, values: Params) -
         return await p.translate_document(texts, req.source, req.target)
 
     suffix, s = PurePath(name).suffix.lower(), p.settings
-    limits = Limits(chars=s.max_file_chars, nodes=s.max_file_nodes)
+    limits = Limits.of(s)
     translated = await unless_disconnected(request, translate_document(data, suffix, limits, translate_texts,
                                                                        req.target, turn=p.documents))
     name = translated_name(name, req.target)  # as the CLI names it: story.de.docx
