@@ -10,11 +10,13 @@ it is done, then /result). During each run a probe client sends a one-sentence /
 --probe-every seconds (one at a time), as an interactive user would.
 
 Reported for each run: its time from the first byte sent to the translation downloaded, the load average of the
-machine before and after it (the machine is shared), and the probe's requests: how many, their median and longest
-wait; for /v2/document the longest wait of its own requests (upload, status, result) too; the ratio of the two runs'
-times; and whether both translations hold the same text. The goals (issue "The DeepL API as well"; bench.report
-states their bounds): /v2/document about as fast as /translate_file, and no request waiting long meanwhile. Results:
-bench/results/deepl-document.{json,md}.
+machine before and after it (the machine is shared), and the probe's requests: how many, their median, 99th
+percentile and longest wait; for /v2/document the longest wait of its own requests (upload, status, result) too; the
+engine's decoder steps that took longer than translator_step_seconds' largest bucket (a step of a full batch takes a
+small part of it: such a step is the machine's stall, which every request running then waits out); the ratio of
+the two runs' times; and whether both translations hold the same text. The goals (issue "The DeepL API as well";
+bench.report states their bounds): /v2/document about as fast as /translate_file, and no request waiting long
+meanwhile. Results: bench/results/deepl-document.{json,md}.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 
 import docx
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common.cli import command_line
 from bench.common.defaults import REPO, RESULTS
@@ -39,6 +42,7 @@ from bench.common.report import markdown_table, write_results
 from bench.common.timing import while_running
 from bench.serving.document import word_document
 from service.launch import running_service
+from service.metrics import STEP_BUCKETS
 
 TIMEOUT = httpx.Timeout(3600.0)
 WARM_UP_MEGABYTES = 0.02
@@ -103,14 +107,25 @@ def load() -> str:
     return " / ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
+def slow_steps(url: str) -> int:
+    """The engine's decoder steps so far that took longer than translator_step_seconds' largest bucket."""
+    families = text_string_to_metric_families(httpx.get(url + "/metrics", timeout=TIMEOUT).text)
+    samples = {(s.name, s.labels.get("le")): s.value
+               for family in families if family.name == "translator_step_seconds" for s in family.samples}
+    return int(samples["translator_step_seconds_count", None]
+               - samples["translator_step_seconds_bucket", str(STEP_BUCKETS[-1])])
+
+
 def measured(name: str, url: str, every: float, run: Callable[[], tuple[float, list[float], bytes]]
              ) -> tuple[dict, bytes]:
-    before = load()
+    before, slow_before = load(), slow_steps(url)
     (seconds, own_waits, translated), probe_waits = probed(url, every, run)
     row = {"path": name, "seconds": round(seconds, 1), "load_before": before, "load_after": load(),
            "probe_requests": len(probe_waits), "probe_median_s": round(statistics.median(probe_waits), 3),
+           "probe_p99_s": round(statistics.quantiles(probe_waits, n=100)[-1], 3),
            "probe_longest_s": round(max(probe_waits), 3),
-           "own_longest_s": round(max(own_waits), 3) if own_waits else None}
+           "own_longest_s": round(max(own_waits), 3) if own_waits else None,
+           f"steps_over_{STEP_BUCKETS[-1]}_s": slow_steps(url) - slow_before}
     print(row, flush=True)
     return row, translated
 
