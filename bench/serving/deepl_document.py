@@ -1,13 +1,15 @@
 """A .docx through DeepL's background documents (/v2/document) against the same through /translate_file, and what a
 client with short requests waits meanwhile.
 
-    python -m bench.serving.deepl_document [--megabytes 1] [--poll 0.5] [--probe-every 0.25]
+    python -m bench.serving.deepl_document [--megabytes 1] [--poll 0.5] [--probe-every 0.25] [--rounds 1]
 
 Builds the Word document of bench.serving.document, starts `python -m service` with the shipped models and default
 settings, warms it up with a small document, and translates the big one twice, en to de: through /translate_file
 (one request, then the download), and through /v2/document (the upload, a status request every --poll seconds until
 it is done, then /result). During each run a probe client sends a one-sentence /translate request every
---probe-every seconds (one at a time), as an interactive user would.
+--probe-every seconds (one at a time), as an interactive user would. With --rounds, each path runs that many times,
+/translate_file first in odd rounds and /v2/document first in even ones, so that a load that drifts during the bench
+(the machine is shared) weighs on both paths alike; the ratio is of their summed times.
 
 Reported for each run: its time from the first byte sent to the translation downloaded, the load average of the
 machine before and after it (the machine is shared), and the probe's requests: how many, their median, 99th
@@ -135,30 +137,37 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--megabytes", type=float, default=1.0)
     p.add_argument("--poll", type=float, default=0.5, help="seconds between two status requests")
     p.add_argument("--probe-every", type=float, default=0.25, help="seconds between two probe requests")
+    p.add_argument("--rounds", type=int, default=1, help="runs of each path, taking turns to go first")
     p.add_argument("--out-dir", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     data, paragraphs, sentences = word_document(args.megabytes)
     warm_up, _, _ = word_document(WARM_UP_MEGABYTES)
     print(f"{len(data):,} bytes, {paragraphs:,} paragraphs, {sentences:,} sentences", flush=True)
+    rows: list[dict] = []
+    translated: dict[str, bytes] = {}
     with tempfile.TemporaryDirectory() as logs, running_service(REPO / "models", Path(logs) / "service.log") as service:
+        paths = {"/translate_file": lambda: through_translate_file(service.url, data),
+                 "/v2/document": lambda: through_deepl(service.url, data, args.poll)}
         through_translate_file(service.url, warm_up)
-        file_row, file_result = measured("/translate_file", service.url, args.probe_every,
-                                         lambda: through_translate_file(service.url, data))
-        deepl_row, deepl_result = measured("/v2/document", service.url, args.probe_every,
-                                           lambda: through_deepl(service.url, data, args.poll))
-    ratio = deepl_row["seconds"] / file_row["seconds"]
-    longest = max(deepl_row["probe_longest_s"], deepl_row["own_longest_s"])
-    figures = {"bytes": len(data), "sentences": sentences, "translate_file_s": file_row["seconds"],
-               "v2_document_s": deepl_row["seconds"], "ratio": f"{ratio:.3f}",
-               "longest_request_wait_s": f"{longest:.3f}", "same_text": texts(file_result) == texts(deepl_result)}
+        for round_ in range(1, args.rounds + 1):
+            for name in list(paths) if round_ % 2 else reversed(paths):
+                row, translated[name] = measured(name, service.url, args.probe_every, paths[name])
+                rows.append({"round": round_, **row})
+    seconds = {name: sum(row["seconds"] for row in rows if row["path"] == name) for name in paths}
+    ratio = seconds["/v2/document"] / seconds["/translate_file"]
+    longest = max(max(row["probe_longest_s"], row["own_longest_s"]) for row in rows if row["path"] == "/v2/document")
+    figures = {"bytes": len(data), "sentences": sentences, "translate_file_s": round(seconds["/translate_file"], 1),
+               "v2_document_s": round(seconds["/v2/document"], 1), "ratio": f"{ratio:.3f}",
+               "longest_request_wait_s": f"{longest:.3f}",
+               "same_text": texts(translated["/translate_file"]) == texts(translated["/v2/document"])}
     markdown = (f"# A .docx through /v2/document and through /translate_file\n\n"
                 f"`{command_line('bench.serving.deepl_document', argv)}`\n\n"
                 f"A probe client sends a one-sentence /translate every {args.probe_every} s during each run; "
                 f"/v2/document's own requests are its upload, its status requests (every {args.poll} s) and its "
                 f"result. Load average: 1 / 5 / 15 minutes, of a shared machine.\n\n"
-                + markdown_table(list(file_row), [list(file_row.values()), list(deepl_row.values())]) + "\n"
+                + markdown_table(list(rows[0]), [list(row.values()) for row in rows]) + "\n"
                 + markdown_table(list(figures), [list(figures.values())]))
-    write_results(args.out_dir, "deepl-document", {"environment": environment([]), "runs": [file_row, deepl_row],
+    write_results(args.out_dir, "deepl-document", {"environment": environment([]), "runs": rows,
                                                    "figures": figures}, markdown)
     print(markdown)
 
