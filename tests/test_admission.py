@@ -209,8 +209,9 @@ def test_interactive_sentences_join_before_bulk_ones_and_bulk_ones_keep_to_their
     joining = policy.joining(document + interactive, running=[], now=NOW)
     assert joining[:2] == interactive and joining[2:] == document[:share]  # bulk within its share
     assert len([w for w in joining if w.bulk]) == share
-    # alone, a document fills the batch
-    assert policy.joining(document, running=[], now=NOW) == document
+    # alone, a document fills the batch, a share of its places at each join
+    assert policy.joining(document, running=[], now=NOW) == document[:share]
+    assert policy.joining(document[share:], [3] * share, now=NOW, bulk_running=share) == document[share : 2 * share]
     # while an interactive sentence runs, bulk ones join only within their share
     running = [3] * (share + 1)  # one interactive, `share` bulk
     assert policy.joining(document, running, now=NOW, bulk_running=share) == []

@@ -26,7 +26,9 @@ it may cost the decoder, as TRANSLATOR_MAX_REQUEST_WORK counts it.
   work alone, is never shed as overdue (its client's going is what ends it), so that a document's later requests are
   never refused because of its own earlier ones, and joins after every waiting interactive sentence. While
   interactive sentences run or wait, bulk sentences hold at most BULK_SHARE of the batch's places, so that an
-  interactive sentence's steps stay short; otherwise bulk work may fill the batch.
+  interactive sentence's steps stay short; otherwise bulk work may fill the batch. At most BULK_SHARE of the places
+  are taken by bulk sentences at one join, so that the loop never encodes a whole batch of a document's sentences
+  at once: an interactive request that comes meanwhile waits for one short join, not for a long one.
 """
 
 from __future__ import annotations
@@ -140,7 +142,9 @@ class Admission:
         longest, count = max(running, default=0), len(running)
         late_after = LATE_SHARE * self.max_queue_wait
         interactive = len(running) > bulk_running or any(not w.bulk for w in pending)
-        bulk_places = max(1, int(BULK_SHARE * self.max_sentences)) if interactive else self.places(True)
+        bulk_share = max(1, int(BULK_SHARE * self.max_sentences))  # the bulk sentences that may join at once
+        bulk_places = bulk_share if interactive else self.places(True)
+        bulk_joining = 0
 
         def order(w: W) -> tuple:
             late = now - w.enqueued > late_after
@@ -152,7 +156,7 @@ class Admission:
             return []
         joining = []
         for waiting in sorted(pending, key=order):
-            if waiting.bulk and bulk_running + 1 > bulk_places:
+            if waiting.bulk and (bulk_running + 1 > bulk_places or bulk_joining == bulk_share):
                 break  # bulk work comes last: none of it joins after this one
             if count + 1 > self.places(waiting.turn == 0):
                 if count + 1 > self.places(True):
@@ -163,5 +167,6 @@ class Admission:
                 break
             count += 1
             bulk_running += waiting.bulk
+            bulk_joining += waiting.bulk
             joining.append(waiting)
         return joining
