@@ -784,7 +784,7 @@ QUESTIONS = [
         deepl_document, "Two runs of each on one service, taking turns to go first (`--rounds 2`: A B B A), on a "
         "2-core machine whose other work had ended (load average 1.2 to 2.2, in the result file): no decoder step "
         "stalled past 0.25 s, and the probe's longest wait was 0.17 s in either path. Earlier runs of this code "
-        "on the loaded machine (commit 77805af, load 8 to 15, one round) had /v2/document at 1.11× and the "
+        "on the loaded machine (commit 56f0b2d, load 8 to 15, one round) had /v2/document at 1.11× and the "
         "longest waits at 2.4 s (the probe) and 1.8 s (a status request), with 17 decoder steps stalled past "
         "0.25 s.",
         (0, 1),
