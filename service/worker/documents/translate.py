@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from service.memory import trim_malloc
 from service.worker.documents import Document, Limits, read
+from service.worker.errors import RequestError
 from service.worker.markup import mark, unmark
 
 TranslateTexts = Callable[[list[str]], Awaitable[list[str]]]  # texts -> their translations, in order
@@ -63,7 +64,10 @@ async def translate_file(data: bytes, suffix: str, limits: Limits, translate_tex
     the documents waiting for theirs hold only their bytes, never a parsed tree."""
     async with turn or nullcontext():
         with HELD.one():
-            document = await off_the_loop(lambda: read(data, suffix, limits))
+            try:
+                document = await off_the_loop(lambda: read(data, suffix, limits))
+            except RequestError as error:  # refused while read: its traceback's frames hold what was parsed, which
+                raise error.with_traceback(None) from None  # then goes before the memory is given back
             return await translate_document(document, translate_texts, language)
 
 
