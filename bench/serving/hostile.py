@@ -74,7 +74,7 @@ import docx
 from ebooklib import epub
 
 from bench.common.defaults import REPO, RESULTS
-from bench.common.machine import cpu_seconds, descendants, environment, rss_mib, tree_rss_mib
+from bench.common.machine import cpu_seconds, environment, rss_mib, tree_cpu_seconds, tree_rss_mib
 from bench.common.report import write_results
 from bench.common.sentences import multi30k_sentences
 from bench.common.timing import while_running
@@ -588,11 +588,10 @@ def paragraph_of_runs(runs: int = 20_000) -> bytes:
 def runs_through(service: RunningService, data: bytes, limit_s: float = 600) -> dict:
     """The .docx `data` uploaded alone: its answer, its seconds, and the CPU seconds of the service's processes
     meanwhile."""
-    pids = descendants(service.process.pid)
-    cpu, started = sum(map(cpu_seconds, pids)), time.perf_counter()
+    cpu, started = tree_cpu_seconds(service.process.pid), time.perf_counter()
     reply = exchange_or_hang_up(port_of(service), upload("runs.docx", data), limit_s)
     return {"got": outcome(reply), "seconds": round(time.perf_counter() - started, 2),
-            "service_cpu_s": round(sum(map(cpu_seconds, pids)) - cpu, 2)}
+            "service_cpu_s": round(tree_cpu_seconds(service.process.pid) - cpu, 2)}
 
 
 TREE_SAMPLE_S = 0.05  # a process tree's RSS takes longer to read than one process's

@@ -146,7 +146,6 @@ class ModelSessions:
         self.cache_type = NUMPY_TYPES[next(x.type for x in self.decoder.get_inputs() if x.name == self.self_names[0])]
         self.cache_tensor_type = helper.np_dtype_to_tensor_dtype(np.dtype(self.cache_type))
         self.select = self._session(select_graph(len(self.self_names), self.cache_tensor_type))
-        self.join = self._session(join_graph(len(self.self_names), self.cache_tensor_type))
         self.new_self_names = names(self.decoder, GraphIO.NEW_SELF, outputs=True)
         # rows of the caches moved in place (our kernel, where the step runs ours), else None: the select graph
         self.move = self._session(move_graph(len(self.self_names)), self.kernel_options) if self.kernels else None
@@ -206,6 +205,12 @@ class ModelSessions:
     @property
     def name(self) -> str:
         return self.config.name
+
+    @cached_property
+    def join(self) -> ort.InferenceSession:
+        """The cache graph that appends rows, where the caches are on a GPU or in buckets (on the CPU the eager
+        decoders join with NumPy, a tensor at a time: service.engine.decoder)."""
+        return self._session(join_graph(len(self.self_names), self.cache_tensor_type))
 
     @cached_property
     def fit(self) -> ort.InferenceSession:

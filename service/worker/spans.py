@@ -136,8 +136,11 @@ def held_in(texts: Iterable[str], placeholders: Collection[str]) -> list[set[str
     """For each text, the placeholders it holds (`placeholder in text`), found in one pass over its digits."""
     wanted = set(placeholders)
     lengths = {len(placeholder) for placeholder in wanted}
-    return [{part for length in lengths for part in parts(DIGITS.findall(text), length) if part in wanted}
-            for text in texts]
+    held = []
+    for text in texts:
+        digits = DIGITS.findall(text)
+        held.append({part for length in lengths for part in parts(digits, length) if part in wanted})
+    return held
 
 
 def made_of_placeholders(number: str, placeholders: Iterable[str], source: str) -> bool:
