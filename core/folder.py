@@ -18,12 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     import onnx
 
 CONFIG_FILE = "config.json"
 OPSET = 23  # of the model's graphs (python -m export): the first with an Attention operator
 IR_VERSION = 10  # ONNX Runtime 1.31 reads IR versions up to 13; onnx's helpers would write 14
+# the NumPy types of the tensor types that ONNX Runtime names a graph's inputs by
+NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
+               "tensor(bool)": np.bool_}
 # The special tokens of our SentencePiece models; a converted Marian model has its own ids in ModelConfig.
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 

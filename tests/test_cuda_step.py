@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 from bench.offline.gpu_check import CPU, Bucket, as_inputs_of, optimized_like_cuda, session, step_arrays
 from core.folder import IR_VERSION, OPSET, FolderConfig, GraphIO
 from core.search import SearchOptions, search
-from service.engine import sessions
+from service.engine import cuda_step
 from service.engine.config import ModelOptions
 from service.engine.cuda_step import with_skip_layer_norms
 from service.engine.decoder import ExportedDecoder
@@ -144,7 +144,7 @@ def test_the_gpu_decoder_falls_back_to_the_exported_step_where_onnx_runtime_refu
                 del node.input[2:]  # no gamma: a node ONNX Runtime refuses
         return fused
 
-    monkeypatch.setattr(sessions, "with_skip_layer_norms", refused)
+    monkeypatch.setattr(cuda_step, "with_skip_layer_norms", refused)
     model = ModelSessions(tiny_model_dir, ModelOptions(provider="cpu", threads=1, kernels=False))
     name = model.config.graphs["fp32"]["decoder"]
     with caplog.at_level(logging.WARNING, logger="service.engine.sessions"):

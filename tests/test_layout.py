@@ -72,6 +72,20 @@ def test_what_runs_outside_the_engine_process_never_loads_onnxruntime(module: st
     assert loaded_after_import(module, ("onnxruntime",)) == []
 
 
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_the_engine_on_the_cpu_never_loads_onnx(precision: str):
+    """onnx makes the graphs the engine loads beside the folder's in a process of their own
+    (service.engine.prepare): its import would stay in the engine's memory."""
+    code = ("import sys; from core.search import SearchOptions; from service.engine.runner import ModelRunner; "
+            f"from service.engine.config import ModelOptions; runner = ModelRunner('models/en-de', "
+            f"ModelOptions(precision='{precision}', provider='cpu', threads=1)); "
+            "runner.translate_ids([[12, 7, 3]] * 20, SearchOptions(beam_size=2)); "
+            "print(runner.sessions.kernels, 'onnx' in sys.modules, 'google.protobuf' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "False"]
+
+
 @pytest.mark.parametrize("package", FLOORS)
 def test_no_import_climbs_a_floor(package: str):
     above = set(FLOORS[FLOORS.index(package) + 1 :]) | {"bench", "tests"}

@@ -49,14 +49,14 @@ from bench.common.defaults import REPO
 from bench.common.gpu import exit_without_gpu, gpu_environment, ort_engine, with_fp16
 from bench.common.report import markdown_table, write_results
 from core.corpus import load_test_set
-from core.folder import FolderConfig, GraphIO, ModelConfig, cache_names, fp32_io
+from core.folder import NUMPY_TYPES, FolderConfig, GraphIO, ModelConfig, cache_names, fp32_io
 from core.search import SearchOptions
 from core.slots import CACHE_SLOTS
 from core.tokenizer import load_tokenizer
 from core.translate import source_ids
 from export.cuda_contract import KernelTable, fix_dims, fold_constants, missing, runtime_shape_nodes, value_shaped_nodes
 from service.engine.admission import Admission
-from service.engine.cache_graphs import NUMPY_TYPES, fit_graph, join_graph, select_graph
+from service.engine.cache_graphs import fit_graph, join_graph, select_graph
 from service.engine.config import ModelOptions
 from service.engine.cuda_step import with_skip_layer_norms
 from service.engine.graphed import BucketStore, Shape

@@ -12,25 +12,22 @@ fit      x_0, ..., rows (M,) int64, pads (8,) int64 -> y_i = pad(x_i[rows], pads
 move     x_0, ..., rows (M,) int64, lengths (N,) int64 -> y_i = x_i[rows], of each row its first lengths[row] slots
          our kernel (service.engine.kernels, ours.MoveRows) with y_i bound to x_i's own memory: rows moved in place,
          on the CPU where the step runs our kernels (which read no slot of a row past its position)
-Built here, for the number of cache tensors and their type, rather than stored in the model folder.
+Built here, for the number of cache tensors and their type, rather than stored in the model folder, by the process
+that prepares a model's graphs (service.engine.prepare).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
 from core.folder import IR_VERSION
-from service.engine.kernels.graph import DOMAIN as KERNELS_DOMAIN
+from service.engine.kernels import DOMAIN as KERNELS_DOMAIN
 
 # Not the model graphs' opset (core.folder.OPSET): the CUDA provider registers its Pad kernel from Pad-18 on, open
 # ended, which ONNX Runtime takes for Pad-18 alone, so a later opset's Pad would run on the CPU (export.cuda_contract)
 OPSET = 18
 SHAPE = ["N", "H", "L", "Dh"]
-# the NumPy types of the tensor types that ONNX Runtime names a graph's inputs by
-NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
-               "tensor(bool)": np.bool_}
 
 
 def select_graph(count: int, dtype: int = TensorProto.FLOAT) -> bytes:

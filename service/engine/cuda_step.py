@@ -28,9 +28,8 @@ import onnx
 import onnxruntime as ort
 from onnx import NodeProto, helper, shape_inference
 
-from core.folder import GraphIO
+from core.folder import NUMPY_TYPES, GraphIO
 from core.graph_edits import attribute_value
-from service.engine.cache_graphs import NUMPY_TYPES
 
 MS_DOMAIN = "com.microsoft"
 DEFAULT_EPSILON = 1e-5  # LayerNormalization's

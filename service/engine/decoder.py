@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnxruntime as ort
 
-from core.folder import GraphIO
+from core.folder import NUMPY_TYPES, GraphIO
 from core.search import StepPlan
 from core.slots import FEW_ROWS, cache_slots, grown_slots
-from service.engine.cache_graphs import NUMPY_TYPES
-from service.engine.kernels.graph import CROSS_FROM, SLOT_ROWS
+from service.engine.kernels import CROSS_FROM, SLOT_ROWS
 from service.engine.sessions import ModelSessions, bind_caches
 
 # The slot table the step gets while every row reads its own slots (a greedy batch always): empty, so that the

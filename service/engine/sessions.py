@@ -3,7 +3,9 @@
     sessions = ModelSessions("models/en-de", ModelOptions(precision="int8"))
 
 They only load: which decoder steps over them is the runner's choice (service.engine.runner), and the decoders
-(service.engine.decoder, service.engine.graphed) read the sessions they run.
+(service.engine.decoder, service.engine.graphed) read the sessions they run. The graphs they load beside the
+folder's own come from a process of their own (service.engine.prepare), so that onnx is not imported here; only a
+GPU's rewrite of the step (service.engine.cuda_step) imports it, where the step is loaded.
 """
 
 from __future__ import annotations
@@ -12,17 +14,12 @@ import logging
 from functools import cache, cached_property
 from pathlib import Path
 
-import numpy as np
-import onnx
 import onnxruntime as ort
-from onnx import helper
 
-from core.folder import FolderConfig, GraphIO
-from service.engine.cache_graphs import NUMPY_TYPES, fit_graph, join_graph, move_graph, select_graph
+from core.folder import NUMPY_TYPES, FolderConfig, GraphIO
 from service.engine.config import ModelOptions
-from service.engine.cuda_step import probe_feeds, with_skip_layer_norms
 from service.engine.kernels import built_library
-from service.engine.kernels.graph import KernelsRefused, with_kernels
+from service.engine.prepare import PreparedGraphs, prepared_graphs
 
 log = logging.getLogger(__name__)
 
@@ -86,13 +83,13 @@ def wanted_providers(provider: str) -> list[str]:
     return ["CPUExecutionProvider"]
 
 
-def running_provider(provider: str) -> str:
+def running_provider(provider: str, probe_graph: bytes) -> str:
     """The provider ONNX Runtime really runs on when asked for `provider`. CUDA may be listed and still be unusable
-    (no driver, no CUDA libraries); a session then falls back to the CPU. A one-node graph finds out."""
+    (no driver, no CUDA libraries); a session then falls back to the CPU. A session of a small graph finds out."""
     if provider == "auto":
         ort.set_default_logger_severity(4)  # a failed CUDA probe is expected here, not an error
     try:
-        probe = ort.InferenceSession(select_graph(1), providers=wanted_providers(provider))
+        probe = ort.InferenceSession(probe_graph, providers=wanted_providers(provider))
     finally:
         ort.set_default_logger_severity(2)
     return probe.get_providers()[0]
@@ -115,7 +112,11 @@ class ModelSessions:
         # whether a sentence's encoding is its own, whatever else the encoder runs on at once: not in the int8
         # graphs, whose dynamic quantization scales each activation by the whole run's range
         self.encodes_apart = precision != "int8"
-        self.provider = running_provider(provider)
+        graphs = self.config.graphs[precision]
+        # with our kernels' step where they are asked for and built (a GPU session then runs the step as exported)
+        self.prepared: PreparedGraphs = prepared_graphs(self.model_dir, graphs["decoder"],
+                                                        options.kernels and built_library() is not None)
+        self.provider = running_provider(provider, self.prepared.select)
         if provider == "cuda" and self.provider != "CUDAExecutionProvider":
             log.warning("CUDA was asked for but is not usable here; ONNX Runtime runs on %s", self.provider)
         elif provider == "auto":
@@ -125,7 +126,6 @@ class ModelSessions:
         # a GPU session copies a host array bound as an input to the device when it is bound (onnxruntime's
         # IOBinding::BindInput), not at each run: what the host writes in place later must be bound again
         self.copies_bound_inputs = self.on_gpu
-        graphs = self.config.graphs[precision]
         # Only the decoder's threads may spin (spin_threads, on for the offline translator, off in the service beside
         # its HTTP workers): they wait there for the next step while the search runs. Each session has threads of
         # its own; when all spun, the encoder's and the cache graphs' took the cores from the decoder's
@@ -137,18 +137,14 @@ class ModelSessions:
         self.kernels = False  # whether the step runs our kernels (service.engine.kernels) or as exported
         self.step_graph: str | bytes = graphs["decoder"]  # the step the sessions load: on a GPU, rewritten
         self.decoder = self._decoder(graphs["decoder"], options.kernels)
-        if GraphIO.POSITIONS not in {x.name for x in self.decoder.get_inputs()}:
-            raise ValueError(f"{self.model_dir} holds graphs of an older export (a cache that grows by concatenation, "
-                             "no positions); export its model.pt again with `python -m export`")
         self.cross_names = names(self.encoder, GraphIO.CROSS, outputs=True)
         self.self_names = names(self.decoder, GraphIO.SELF)
         # the caches' type: fp32, or fp16 in an fp16 export (an older one's fp16 graphs read and wrote fp32 caches)
         self.cache_type = NUMPY_TYPES[next(x.type for x in self.decoder.get_inputs() if x.name == self.self_names[0])]
-        self.cache_tensor_type = helper.np_dtype_to_tensor_dtype(np.dtype(self.cache_type))
-        self.select = self._session(select_graph(len(self.self_names), self.cache_tensor_type))
+        self.select = self._session(self.prepared.select)
         self.new_self_names = names(self.decoder, GraphIO.NEW_SELF, outputs=True)
         # rows of the caches moved in place (our kernel, where the step runs ours), else None: the select graph
-        self.move = self._session(move_graph(len(self.self_names)), self.kernel_options) if self.kernels else None
+        self.move = self._session(self.prepared.move, self.kernel_options) if self.kernels else None
         # None unless needed: with any RunOptions, onnxruntime 1.31's Python run_with_iobinding looks up a
         # gpu_graph_id entry, and the lookup of an absent entry raises and catches an error on every run
         self.run_options: ort.RunOptions | None = None
@@ -169,25 +165,35 @@ class ModelSessions:
         if self.on_gpu:
             return self._gpu_decoder(graph)
         if kernels:
-            library = built_library()
+            library, step = built_library(), self.prepared.step
             try:
                 if library is None:
-                    raise KernelsRefused("not built (`make serve` builds them: python -m service.engine.kernels.build)")
-                step = with_kernels(self._step_alone(graph)).SerializeToString()  # the edited proto freed here
+                    raise ValueError("not built (`make serve` builds them: python -m service.engine.kernels.build)")
+                if step is None:
+                    raise ValueError(self.prepared.refused)  # a graph not ours: why
+                self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
                 self.step_options.register_custom_ops_library(str(library))
                 session = self._session(step, self.step_options)
                 self.kernel_options.register_custom_ops_library(str(library))
                 self.kernels = True
                 return session
-            except (KernelsRefused, *ORT_ERRORS) as why:  # a graph not ours; a library ONNX Runtime refuses
+            except (ValueError, *ORT_ERRORS) as why:  # not built, a graph not ours, a library ONNX Runtime refuses
                 log.warning("our kernels not used for %s: %s", self.model_dir / graph, why)
+            finally:
+                self.prepared.step = None  # its bytes are the session's now
         return self._session(graph, self.step_options)
 
     def _gpu_decoder(self, graph: str) -> ort.InferenceSession:
         """The step with its residual sums fused, run once on one row; the step as exported where ONNX Runtime
         refuses it (the reason logged)."""
+        import onnx  # the GPU alone rewrites the step here (the CPU's rewrite: service.engine.prepare)
+
+        from service.engine.cuda_step import probe_feeds, with_skip_layer_norms
+
         try:
-            fused_graph = with_skip_layer_norms(self._step_alone(graph)).SerializeToString()
+            self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
+            step = onnx.load(str(self.model_dir / graph), load_external_data=False)  # its weights where they are
+            fused_graph = with_skip_layer_norms(step).SerializeToString()
             session = self._session(fused_graph, self.step_options)
             session.run(None, probe_feeds(session))
         except (*ORT_ERRORS, onnx.shape_inference.InferenceError) as why:
@@ -195,12 +201,6 @@ class ModelSessions:
             return self._session(graph, self.step_options)
         self.step_graph = fused_graph
         return session
-
-    def _step_alone(self, graph: str) -> onnx.ModelProto:
-        """The step's graph without its weights, to rewrite: a large model's weights stay in its external data, where
-        the step's sessions read them (step_options names the folder)."""
-        self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
-        return onnx.load(str(self.model_dir / graph), load_external_data=False)
 
     @property
     def name(self) -> str:
@@ -210,12 +210,12 @@ class ModelSessions:
     def join(self) -> ort.InferenceSession:
         """The cache graph that appends rows, where the caches are on a GPU or in buckets (on the CPU the eager
         decoders join with NumPy, a tensor at a time: service.engine.decoder)."""
-        return self._session(join_graph(len(self.self_names), self.cache_tensor_type))
+        return self._session(self.prepared.join)
 
     @cached_property
     def fit(self) -> ort.InferenceSession:
         """The cache graph that fits rows into a bucket (service.engine.graphed alone uses it)."""
-        return self._session(fit_graph(len(self.self_names), self.cache_tensor_type))
+        return self._session(self.prepared.fit)
 
     def graphed_decoder(self) -> ort.InferenceSession:
         """A decoder session whose steps ONNX Runtime's CUDA provider captures, one graph per gpu_graph_id."""

@@ -14,6 +14,9 @@ from pathlib import Path
 
 SOURCE = Path(__file__).with_name("decoder_step.cc")
 LIBRARY = Path(__file__).with_name("libdecoder_step.so")
+DOMAIN = "ours"  # the operators' domain
+SLOT_ROWS = "slot_rows"  # the inputs that the rewrite adds to the step (service.engine.kernels.graph)
+CROSS_FROM = "cross_from"
 
 
 def built_library() -> Path | None:

@@ -24,10 +24,7 @@ import onnx
 from onnx import NodeProto, helper
 
 from core.folder import GraphIO
-
-DOMAIN = "ours"
-SLOT_ROWS = "slot_rows"
-CROSS_FROM = "cross_from"
+from service.engine.kernels import CROSS_FROM, DOMAIN, SLOT_ROWS
 
 
 class KernelsRefused(ValueError):

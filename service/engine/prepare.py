@@ -1,0 +1,105 @@
+"""The graphs a model's sessions load beside its folder's own, made by a process of their own.
+
+    graphs = prepared_graphs(Path("models/en-de"), "decoder.onnx", kernels=True)
+    graphs.select, graphs.step, graphs.refused
+
+The cache graphs (service.engine.cache_graphs) are built for the step's cache tensors, and the step is rewritten
+for our kernels (service.engine.kernels.graph) where asked. Both need onnx, whose import the engine's process would
+hold to its end; so `python -m service.engine.prepare` makes them and writes them to a folder, and the engine reads
+the bytes and never imports onnx on the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import service
+
+CACHE_GRAPHS = ("select", "join", "fit")  # built for every step; "move" only beside our kernels' step
+STEP = "step"  # the step with our kernels
+REFUSED = "refused.txt"  # why the step could not take our kernels
+GRAPH_REFUSED = 2  # the exit status of a child that refused the folder's step (the reason its last line)
+
+
+@dataclass
+class PreparedGraphs:
+    """Serialized graphs: the cache graphs, and the step with our kernels (None where not asked, or `refused`)."""
+
+    select: bytes
+    join: bytes
+    fit: bytes
+    move: bytes | None = None
+    step: bytes | None = None
+    refused: str | None = None
+
+
+def prepared_graphs(model_dir: Path, decoder: str, kernels: bool) -> PreparedGraphs:
+    """The graphs for a folder's decoder step (the file `decoder` in model_dir), made in a process of their own."""
+    root = str(Path(service.__file__).resolve().parent.parent)  # where the child finds this package
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    with TemporaryDirectory(prefix="translator-graphs-") as out:
+        command = [sys.executable, "-m", "service.engine.prepare", str(model_dir), decoder, out]
+        done = subprocess.run([*command, *(["--kernels"] if kernels else [])], env=env, capture_output=True,
+                              text=True)
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        if done.returncode == GRAPH_REFUSED:
+            raise ValueError(last)
+        if done.returncode != 0:
+            raise RuntimeError(f"the graphs of {model_dir / decoder} could not be prepared: {last}")
+        folder = Path(out)
+        read = {name: path.read_bytes() for name in [*CACHE_GRAPHS, "move", STEP]
+                if (path := folder / f"{name}.onnx").exists()}
+        refused = folder / REFUSED
+        return PreparedGraphs(**read, refused=refused.read_text() if refused.exists() else None)
+
+
+def prepare(model_dir: Path, decoder: str, out: Path, kernels: bool) -> None:
+    """Write the cache graphs of the step's cache tensors to `out`, and where asked the step with our kernels (or,
+    where it cannot take them, the reason). A step of an older export, which the engine cannot run, is refused
+    (ValueError)."""
+    import onnx
+
+    from core.folder import GraphIO
+    from service.engine.cache_graphs import fit_graph, join_graph, move_graph, select_graph
+    from service.engine.kernels.graph import KernelsRefused, with_kernels
+
+    # without its weights where they are external data: a large model's stay there, where the step's session reads
+    # them (service.engine.sessions)
+    step = onnx.load(str(model_dir / decoder), load_external_data=False)
+    if GraphIO.POSITIONS not in {x.name for x in step.graph.input}:
+        raise ValueError(f"{model_dir} holds graphs of an older export (a cache that grows by concatenation, no "
+                         "positions); export its model.pt again with `python -m export`")
+    caches = [x for x in step.graph.input if x.name.startswith(f"{GraphIO.SELF}_")]
+    count, dtype = len(caches), caches[0].type.tensor_type.elem_type
+    for name, graph in [("select", select_graph), ("join", join_graph), ("fit", fit_graph)]:
+        (out / f"{name}.onnx").write_bytes(graph(count, dtype))
+    if kernels:
+        try:
+            (out / f"{STEP}.onnx").write_bytes(with_kernels(step).SerializeToString())
+            (out / "move.onnx").write_bytes(move_graph(count))
+        except KernelsRefused as why:
+            (out / REFUSED).write_text(str(why))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model_dir", type=Path)
+    parser.add_argument("decoder", help="the decoder step's graph file in model_dir")
+    parser.add_argument("out", type=Path, help="the folder the graphs are written to")
+    parser.add_argument("--kernels", action="store_true", help="also the step with our kernels")
+    args = parser.parse_args()
+    try:
+        prepare(args.model_dir, args.decoder, args.out, args.kernels)
+    except ValueError as refused:  # a step of an older export
+        print(f"{refused}".replace("\n", " "), file=sys.stderr)
+        sys.exit(GRAPH_REFUSED)
+
+
+if __name__ == "__main__":
+    main()
