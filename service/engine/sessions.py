@@ -38,21 +38,23 @@ OPTIMIZATION_LEVELS = {
 }
 
 
-SAME_AS_REQUESTED = 1  # OrtArenaCfg's arena_extend_strategy: an arena region as large as the allocation asks
+NEXT_POWER_OF_TWO = 0  # OrtArenaCfg's arena_extend_strategy: each new arena region twice the size of the last
 
 
 @cache
 def shared_cpu_arena() -> None:
     """One arena for the CPU memory of every session in the process, registered with ONNX Runtime's environment
-    once: each session's own arena kept what its largest run took, and grew by doubling its last region. This one
-    grows by what an allocation asks (kSameAsRequested), so it is sized for the work."""
+    once: each session's own arena kept what its largest run took. Its regions double (kNextPowerOfTwo): a region
+    as large as each allocation asked (kSameAsRequested) fitted few of the later steps' larger shapes, so the arena
+    added a region for nearly every new size, batch after batch (docs/decisions.md)."""
     memory = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
-    ort.create_and_register_allocator(memory, ort.OrtArenaCfg({"arena_extend_strategy": SAME_AS_REQUESTED}))
+    ort.create_and_register_allocator(memory, ort.OrtArenaCfg({"arena_extend_strategy": NEXT_POWER_OF_TWO}))
 
 
-def session_options(threads: int, optimization: str, spin_threads: bool) -> ort.SessionOptions:
+def session_options(threads: int, optimization: str, spin_threads: bool, on_gpu: bool = False) -> ort.SessionOptions:
     """Threads, graph optimizations, whether idle intra-op threads spin waiting for work, and the process's shared
-    CPU arena (shared_cpu_arena).
+    CPU arena (shared_cpu_arena). On the CPU without memory patterns: a pattern is planned for each set of input
+    shapes, and a step's shapes change from step to step, so its one block a run was one more size for the arena.
 
     Spinning saves a wake-up per operator when the process has the cores to itself; beside an HTTP server on
     few cores it takes the CPU that the event loop and the search need between two decoder steps. Every session
@@ -64,6 +66,7 @@ def session_options(threads: int, optimization: str, spin_threads: bool) -> ort.
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.graph_optimization_level = OPTIMIZATION_LEVELS[optimization]
+    opts.enable_mem_pattern = on_gpu
     opts.log_severity_level = 3
     opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_threads else "0")
     return opts
@@ -130,9 +133,9 @@ class ModelSessions:
         # its HTTP workers): they wait there for the next step while the search runs. Each session has threads of
         # its own; when all spun, the encoder's and the cache graphs' took the cores from the decoder's
         # (docs/decisions.md).
-        self.session_options = session_options(threads, optimization, spin_threads=False)
-        self.step_options = session_options(threads, optimization, options.spin_threads)
-        self.kernel_options = session_options(threads, optimization, spin_threads=False)  # a cache graph of ours
+        self.session_options = session_options(threads, optimization, False, self.on_gpu)
+        self.step_options = session_options(threads, optimization, options.spin_threads, self.on_gpu)
+        self.kernel_options = session_options(threads, optimization, False, self.on_gpu)  # a cache graph of ours
         self.encoder = self._session(graphs["encoder"])
         self.kernels = False  # whether the step runs our kernels (service.engine.kernels) or as exported
         self.step_graph: str | bytes = graphs["decoder"]  # the step the sessions load: on a GPU, rewritten
