@@ -3,13 +3,14 @@ alone (a key is 32 random bytes, which no one finds from their hash); the key it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-from sqlalchemy import Connection, Date, bindparam, func, select, text
+from sqlalchemy import Connection, Date, TextClause, bindparam, func, select, text
 from sqlalchemy.orm import Session
 
 from service.store.tables import ApiKey, Usage, UtcDateTime
@@ -115,14 +116,19 @@ def record_use(session: Session | Connection, key_id: int, requests: int, charac
     session.execute(RECORD_USE, values)
 
 
-UNREVOKED = select(ApiKey.id).where(ApiKey.id.in_(bindparam("ids", expanding=True)), ApiKey.revoked.is_(None))
+@functools.cache
+def unrevoked_statement(keys: int) -> TextClause:
+    """revoked_among()'s statement for `keys` keys, compiled once for each count (it is on every batch's path)."""
+    ids = ", ".join(f":id_{i}" for i in range(keys))
+    return text(f"SELECT id FROM api_keys WHERE revoked IS NULL AND id IN ({ids})")
 
 
 def revoked_among(session: Session | Connection, key_ids: set[int]) -> set[int]:
     """The keys of `key_ids` revoked by now (or gone), in one statement."""
     if not key_ids:
         return set()
-    return key_ids - {key_id for (key_id,) in session.execute(UNREVOKED, {"ids": list(key_ids)})}
+    ids = {f"id_{i}": key_id for i, key_id in enumerate(key_ids)}
+    return key_ids - {key_id for (key_id,) in session.execute(unrevoked_statement(len(ids)), ids)}
 
 
 def last_uses(session: Session) -> dict[int, datetime]:
