@@ -124,7 +124,7 @@ class Batches(Generic[Item, Answer]):
             if self.connection is None:
                 self.connection = self.store.engine.connect()
             yield self.connection
-        except DBAPIError as error:
+        except (DBAPIError, self.store.engine.dialect.loaded_dbapi.Error) as error:  # SQLAlchemy's or the driver's
             if self.connection is not None:
                 self.connection.invalidate()
                 self.connection = None

@@ -13,6 +13,7 @@ from datetime import UTC, date, datetime
 from sqlalchemy import Connection, Date, TextClause, bindparam, func, select, text
 from sqlalchemy.orm import Session
 
+from service.store.driver import Driver
 from service.store.tables import ApiKey, Usage, UtcDateTime
 from service.store.upsert import insert
 
@@ -123,7 +124,7 @@ def unrevoked_statement(keys: int) -> TextClause:
     return text(f"SELECT id FROM api_keys WHERE revoked IS NULL AND id IN ({ids})")
 
 
-def revoked_among(session: Session | Connection, key_ids: set[int]) -> set[int]:
+def revoked_among(session: Session | Connection | Driver, key_ids: set[int]) -> set[int]:
     """The keys of `key_ids` revoked by now (or gone), in one statement."""
     if not key_ids:
         return set()

@@ -26,6 +26,7 @@ from service.settings import Settings
 from service.store import Store
 from service.store.at_once import take_all
 from service.store.batches import Batches
+from service.store.driver import Driver
 from service.store.keys import KeyCheck, Limits, check_key, check_keys, record_use, revoked_among
 from service.store.limits import DAY_S, SWEEP_CHANCE, Limit, fixed_window, month_window, sums, sweep, take, take_each
 from service.store.unrecorded import Unrecorded
@@ -106,11 +107,12 @@ class Access:
         requests fit, subjects in order, so that two workers' batches never wait for each other in a cycle)."""
         now = self.swept(connection)
         answers = self.clients_of(connection, batch, now)
-        revoked = revoked_among(connection, key_ids(answers))
+        driver = Driver(connection)  # the statements of every batch, run without SQLAlchemy's work
+        revoked = revoked_among(driver, key_ids(answers))
         self.keys = {key: known for key, known in self.keys.items() if known[0].id not in revoked}
         answers = [Forbidden("API key revoked") if isinstance(a, Client) and a.key_id in revoked else a
                    for a in answers]
-        self.take_limits(connection, batch, answers, now)
+        self.take_limits(driver, batch, answers, now)
         return answers
 
     def _admit_at_once(self, connection: Connection, batch: list[Asked]) -> list[Client | RequestError] | None:
@@ -165,11 +167,11 @@ class Access:
                 answers.append(refused)
         return answers
 
-    def take_limits(self, connection: Connection, batch: list[Asked], answers: list[Client | RequestError],
+    def take_limits(self, driver: Driver, batch: list[Asked], answers: list[Client | RequestError],
                     now: float) -> None:
         """Each client's limits taken, subject by subject; the answers of those refused become TooManyRequests."""
         for client, indexes, wanted in self.subjects(batch, answers, now):
-            for i, over in zip(indexes, take_each(connection, client.owner, wanted)):
+            for i, over in zip(indexes, take_each(driver, client.owner, wanted)):
                 if over:
                     self.metrics.limited.labels(over.kind).inc()
                     answers[i] = TooManyRequests(over, now)
