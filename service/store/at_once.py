@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 
 from sqlalchemy import Connection, TextClause, text
-from sqlalchemy.exc import DBAPIError
 
+from service.store.driver import Driver
 from service.store.limits import COLUMNS, Limit
 
 UNDONE = "22012"  # division_by_zero: the statement's SQLSTATE when it undid itself
@@ -62,9 +62,9 @@ def take_all(connection: Connection, keys: set[int], subjects: list[Subject]) ->
     if not params["rows_all"]:
         return True
     try:
-        connection.execute(statement(len(keys), len(counters)), params)
-    except DBAPIError as error:
-        if getattr(error.orig, "sqlstate", None) == UNDONE:
+        Driver(connection).execute(statement(len(keys), len(counters)), params)
+    except connection.dialect.loaded_dbapi.Error as error:
+        if getattr(error, "sqlstate", None) == UNDONE:
             return False
         raise
     return True
