@@ -133,7 +133,7 @@ class Access:
         return now
 
     def clients_of(self, connection: Connection, batch: list[Asked], now: float) -> list[Client | RequestError]:
-        """Whose each request is (service.worker.access.Access.clients), its key read when not known."""
+        """clients() of the batch, the keys it names read when not known (known())."""
         return self.clients(batch, self.known(connection, self.named(batch), now))
 
     def named(self, batch: list[Asked]) -> set[str]:
