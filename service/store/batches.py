@@ -2,7 +2,8 @@
 while the last batch ran goes into the next, in one transaction (one commit for all) on one connection that the
 thread keeps open. A request then costs the store its own statements alone, and the event loop awaits its answer
 without a thread of its own. What need not delay an answer (keys' usage: service.store.unrecorded) is written
-after it, once no request waits, and at close.
+after it, once no request has been asked for LATER_S (the event loop meanwhile takes its answers on without
+waiting for the thread), or every LATER_EVERY batches, and at close.
 
     batches = Batches(store, run)       # run(connection, items) -> an answer or a RequestError for each item
     batches = Batches(store, run, at_once)  # at_once(connection, items) -> the answers, or None: run's turn
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 Item = TypeVar("Item")
 Answer = TypeVar("Answer")
 MOST = 64  # items in one batch: a batch holds its rows' locks until it commits
+LATER_S = 0.001  # how long the thread waits for more requests before it writes what was left for later
 LATER_EVERY = 16  # batches at most between two writes of what was left for later, however busy
 RETRY_S = 1.0  # how long what was left for later waits to be tried again when the store failed it
 CLOSE_TRIES = 3  # at close, tries of what was left for later, RETRY_S apart, before it is given up (logged)
@@ -53,6 +55,7 @@ class Batches(Generic[Item, Answer]):
         self.at_once = at_once
         self.later = later
         self.behind = 0  # batches committed since `later` last recorded
+        self.failing = False  # whether the store failed `later`'s last try
         self.asked: queue.SimpleQueue[Asked | None] = queue.SimpleQueue()
         self.connection: Connection | None = None
         self.thread: threading.Thread | None = None
@@ -72,7 +75,7 @@ class Batches(Generic[Item, Answer]):
                     self.thread.start()
 
     def serve(self) -> None:
-        """Batch after batch until close(), what they leave for later recorded whenever none waits."""
+        """Batch after batch until close(), what they leave for later recorded in between."""
         while (first := self.next_asked()) is not None:
             batch = [first]
             while len(batch) < MOST and (more := self.next_waiting()) is not None:
@@ -84,7 +87,7 @@ class Batches(Generic[Item, Answer]):
             for (_, future), answer in zip(batch, answers, strict=True):
                 with contextlib.suppress(RuntimeError):  # its event loop closed: no one waits for it
                     future.get_loop().call_soon_threadsafe(settle, future, answer)
-            if self.asked.empty() or self.behind >= LATER_EVERY:
+            if self.behind >= LATER_EVERY:
                 self.catch_up()
         for _ in range(CLOSE_TRIES):
             if self.catch_up():
@@ -98,10 +101,12 @@ class Batches(Generic[Item, Answer]):
             self.connection = None
 
     def next_asked(self) -> Asked | None:
-        """The next item asked (None: close()); meanwhile, what the store failed to record is tried every RETRY_S."""
+        """The next item asked (None: close()); meanwhile, what was left for later is recorded once none is asked
+        for LATER_S (RETRY_S while the store fails it)."""
         while True:
+            wait = None if self.later is None or not self.later.due() else RETRY_S if self.failing else LATER_S
             try:
-                return self.asked.get(timeout=RETRY_S if self.later is not None and self.later.due() else None)
+                return self.asked.get(timeout=wait)
             except queue.Empty:
                 self.catch_up()
 
@@ -151,8 +156,9 @@ class Batches(Generic[Item, Answer]):
                 self.later.record(connection)
         except StoreUnavailable as error:
             log.warning("The store's usage waits to be recorded: %s", error)
+            self.failing = True
             return False
-        self.behind = 0
+        self.behind, self.failing = 0, False
         return True
 
     def autocommitted(self, connection: Connection, items: list[Item]) -> list[Answer | Exception] | None:
