@@ -148,8 +148,9 @@ class Settings(BaseSettings):
     )
     max_html_nodes: int = Field(
         80_000, ge=1, description="HTML tags, elements, texts and comments in one .html or .htm file of "
-        "`/translate_file`, counted as it is parsed, before its tree is built (a web page's tree takes more memory "
-        "a node than the XML formats' elements: `TRANSLATOR_MAX_FILE_NODES`); a file with more gets 413"
+        "`/translate_file`, or in all the XHTML documents of an .epub together (its chapters, its table of contents), "
+        "counted as they are parsed, before their trees grow past it (such a tree takes more memory a node than the "
+        "other XML formats' elements: `TRANSLATOR_MAX_FILE_NODES`); a file with more gets 413"
     )
     documents_at_once: int = Field(
         1, ge=1, description="documents of `/translate_file` and `/v2/document` that one HTTP worker reads, "

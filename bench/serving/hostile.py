@@ -71,6 +71,7 @@ from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import docx
+import odfdo
 from ebooklib import epub
 
 from bench.common.defaults import REPO, RESULTS
@@ -529,10 +530,16 @@ def docx_of_empty_paragraphs(unpacked_mib: int = 40) -> bytes:
 
 def with_member(package: bytes, name: str, content: bytes) -> bytes:
     """A zip with one member's content replaced, compressed."""
+    return with_members(package, {name: content})
+
+
+def with_members(package: bytes, replaced: dict[str, bytes]) -> bytes:
+    """A zip with these members' content replaced, compressed."""
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(package)) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as written:
         for member in source.infolist():
-            written.writestr(member.filename, content if member.filename == name else source.read(member))
+            content = replaced[member.filename] if member.filename in replaced else source.read(member)
+            written.writestr(member.filename, content)
     return out.getvalue()
 
 
@@ -559,6 +566,48 @@ def epub_of_one_chapter_named_four_times(chapter_mib: int = 2) -> bytes:
     item = re.search(r'<item [^>]*href="chapter.xhtml"[^>]*/>', package)[0]
     again = "".join(item.replace('id="', f'id="again{i}-') for i in range(3))
     return with_member(out.getvalue(), opf, package.replace(item, item + again).encode())
+
+
+def epub_of_paragraphs(paragraphs: int, chapters: int = 4) -> bytes:
+    """An .epub whose `chapters` chapters hold `paragraphs` paragraphs of one letter between them (each an element
+    and a text)."""
+    book = epub.EpubBook()
+    book.set_identifier("paragraphs")
+    book.set_title("Paragraphs")
+    book.set_language("en")
+    items = [epub.EpubHtml(title=f"Chapter {n}", file_name=f"chapter{n}.xhtml", lang="en") for n in range(chapters)]
+    for item in items:
+        item.content = "<html><body><p>x</p></body></html>"
+        book.add_item(item)
+    book.toc, book.spine = items, ["nav", *items]
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    out = io.BytesIO()
+    epub.write_epub(out, book)
+    shares = [paragraphs // chapters + (n < paragraphs % chapters) for n in range(chapters)]
+    return with_members(out.getvalue(), {
+        f"EPUB/chapter{n}.xhtml": b'<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml">'
+        b"<head><title>Chapter</title></head><body>" + b"<p>x</p>" * share + b"</body></html>"
+        for n, share in enumerate(shares)})
+
+
+ODF_PARAGRAPHS = {  # the kind of document, and the empty element of its blank one that the paragraphs replace
+    ".odt": ("text", b'<text:p text:style-name="Standard"/>'),
+    ".odp": ("presentation", b"<draw:text-box/>"),
+}
+
+
+def opendocument_of_paragraphs(suffix: str, paragraphs: int) -> bytes:
+    """An .odt (its body) or .odp (a text box of its one slide) of `paragraphs` paragraphs of one letter, each an
+    element."""
+    kind, empty = ODF_PARAGRAPHS[suffix]
+    blank = io.BytesIO()
+    odfdo.Document(kind).save(blank)
+    content = zipfile.ZipFile(io.BytesIO(blank.getvalue())).read("content.xml")
+    filled = b"<text:p>x</text:p>" * paragraphs
+    if suffix == ".odp":
+        filled = b"<draw:text-box>" + filled + b"</draw:text-box>"
+    return with_member(blank.getvalue(), "content.xml", content.replace(empty, filled, 1))
 
 
 BOMBS: dict[str, tuple[str, Callable[[], bytes]]] = {
