@@ -142,7 +142,7 @@ class Settings(BaseSettings):
         "a long novel 1 to 3 million"
     )
     max_file_nodes: int = Field(
-        200_000, ge=1, description="XML elements (all the parts of a .docx, .pptx, .odt, .odp or .epub together), "
+        140_000, ge=1, description="XML elements (all the parts of a .docx, .pptx, .odt, .odp or .epub together), "
         "lines of a .txt or cues of an .srt in one file of `/translate_file`, counted as the file is read, before "
         "its tree is built; a file with more gets 413"
     )
