@@ -16,8 +16,8 @@ drain: 16 keep-alive clients through a SIGTERM drain, then through the engine pr
     a reused connection that got a reset or EOF instead of an answer (goal 0), 503s without
     Connection: close, new connections refused or reset as the port closed (allowed).
 bombs: each document bomb (a .docx of 40 MB of empty paragraphs, an .epub naming a 2 MB chapter four
-    times, an .html of 4 MB of <br>; and .htmls of as many paragraphs as the old and the HTML node limits let
-    through) uploaded
+    times, an .html of 4 MB of <br>; .htmls of as many paragraphs as the old and the HTML node limits let
+    through; .epubs, .odts and .odps of paragraphs just within and just past their node limits) uploaded
     alone: its answer (a bomb within the limits is translated: its client hangs up after 20 s), the growth of an
     HTTP worker's RSS (goal <= 100 MiB), its RSS 10 s after over idle (goal <= 50 MiB), and how long after the
     answer or hang-up the engine is idle.
@@ -80,7 +80,7 @@ from bench.common.report import write_results
 from bench.common.sentences import multi30k_sentences
 from bench.common.timing import while_running
 from service.launch import RunningService, free_port, running_server, running_service, service_env
-from service.settings import DEFAULT_DATA_DIR
+from service.settings import DEFAULT_DATA_DIR, Settings
 
 SHIPPED_MODELS = REPO / "models"
 NESTED_MARKUP = "<b>" * 1660 + "x"  # 5 KB, 1,660 elements deep
@@ -610,6 +610,30 @@ def opendocument_of_paragraphs(suffix: str, paragraphs: int) -> bytes:
     return with_member(blank.getvalue(), "content.xml", content.replace(empty, filled, 1))
 
 
+OLD_FILE_NODES = 200_000  # TRANSLATOR_MAX_FILE_NODES before .odt and .odp near it were measured
+
+
+def near_the_limits() -> dict[str, tuple[str, Callable[[], bytes]]]:
+    """Files of paragraphs a thousand nodes within and past the default node limits (each paragraph is an element
+    and a text in an e-book's XHTML, one element in an OpenDocument): .epubs against TRANSLATOR_MAX_HTML_NODES
+    (one of them within TRANSLATOR_MAX_FILE_NODES), .odts and .odps against TRANSLATOR_MAX_FILE_NODES and its old
+    default."""
+    html_nodes, file_nodes = (Settings.model_fields[name].default for name in ("max_html_nodes", "max_file_nodes"))
+    bombs = {}
+    for paragraphs, what in ((html_nodes // 2 - 500, "within the HTML node limit"),
+                             (html_nodes // 2 + 500, "past the HTML node limit"),
+                             (file_nodes - 1000, "within the node limit, past the HTML node limit")):
+        bombs[f"epub of {paragraphs:,} paragraphs in four chapters ({what})"] = (
+            "paragraphs.epub", functools.partial(epub_of_paragraphs, paragraphs))
+    for suffix in ODF_PARAGRAPHS:
+        for paragraphs, what in ((file_nodes - 1000, "within the node limit"),
+                                 (file_nodes + 1000, "past the node limit"),
+                                 (OLD_FILE_NODES - 1000, "within the old node limit")):
+            bombs[f"{suffix[1:]} of {paragraphs:,} paragraphs ({what})"] = (
+                f"paragraphs{suffix}", functools.partial(opendocument_of_paragraphs, suffix, paragraphs))
+    return bombs
+
+
 BOMBS: dict[str, tuple[str, Callable[[], bytes]]] = {
     "docx of 40 MiB of empty paragraphs": ("bomb.docx", docx_of_empty_paragraphs),
     "epub naming a 2 MB chapter four times": ("bomb.epub", epub_of_one_chapter_named_four_times),
@@ -618,6 +642,7 @@ BOMBS: dict[str, tuple[str, Callable[[], bytes]]] = {
     # TRANSLATOR_MAX_HTML_NODES does
     "html of 99,500 paragraphs (within the old node limit)": ("old-limit.html", lambda: b"<p>x" * 99_500),
     "html of 39,500 paragraphs (within the HTML node limit)": ("limit.html", lambda: b"<p>x" * 39_500),
+    **near_the_limits(),
 }
 
 
@@ -743,14 +768,16 @@ def peak_rss_while(pids: list[int], work: Callable[[], object]) -> tuple[object,
     return while_running(work, watch), peak
 
 
-def bombs(service: RunningService, hang_up_s: float = 20, settle_s: float = 10) -> dict:
-    """Each document bomb uploaded alone: its answer (a bomb read within the limits is translated: its client hangs
-    up after `hang_up_s`), its time, the largest growth of an HTTP worker's RSS meanwhile (goal: <= 100 MiB), how long
-    after the answer or hang-up the engine is idle (goal: <= 2 s), and each worker's RSS `settle_s` after, beside
-    idle (goal: <= 50 MiB)."""
+def bombs(service: RunningService, hang_up_s: float = 20, settle_s: float = 10, cases: tuple[str, ...] = tuple(BOMBS)
+          ) -> dict:
+    """Each document bomb of `cases` (names in BOMBS) uploaded alone: its answer (a bomb read within the limits is
+    translated: its client hangs up after `hang_up_s`), its time, the largest growth of an HTTP worker's RSS meanwhile
+    (goal: <= 100 MiB), how long after the answer or hang-up the engine is idle (goal: <= 2 s), and each worker's RSS
+    `settle_s` after, beside idle (goal: <= 50 MiB)."""
     port, (_, workers) = port_of(service), engine_and_workers(service)
     results = {}
-    for case, (name, make) in BOMBS.items():
+    for case in cases:
+        name, make = BOMBS[case]
         data = make()
         idle = settled_rss(workers)
         started = time.perf_counter()
