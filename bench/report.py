@@ -747,6 +747,18 @@ QUESTIONS = [
         "the goals", ("hostile-bombs.json",), document_bombs,
     ),
     Question(
+        "Document bombs near the node limits",
+        "The document bombs of hostile documents uploaded alone, with .epubs, .odts and .odps of one-letter "
+        "paragraphs a thousand nodes within and past their limits: an .epub's XHTML documents together against "
+        "TRANSLATOR_MAX_HTML_NODES (one .epub within TRANSLATOR_MAX_FILE_NODES but past it), an OpenDocument's "
+        "elements against TRANSLATOR_MAX_FILE_NODES and its old default. Each answer and an HTTP worker's memory; "
+        "a file within its limit is translated until its client hangs up after 20 s.",
+        "the goals", ("hostile-epub.json",), document_bombs,
+        "Each growth is over the worker's RSS once it held still before that case, after the cases before it: memory "
+        "a worker kept from them and used again shows as less growth. A file within its limit is not measured to "
+        "its answer (its write).", headline=(10, 16, 22),
+    ),
+    Question(
         "A paragraph of many runs",
         "A .docx of one paragraph of 20,000 runs, every other one in italics, through the service with stand-in "
         "models (the engine echoes: what costs is the worker's), against the code before placeholders were found "
