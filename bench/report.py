@@ -397,9 +397,9 @@ def engines_memory(results: list[dict]) -> list[Figure]:
     return figures
 
 
-def document_bombs(results: list[dict]) -> list[Figure]:
+def document_bombs(results: list[dict], key: str = "bombs") -> list[Figure]:
     figures = []
-    for name, bomb in results[0]["bombs"].items():
+    for name, bomb in results[0][key].items():
         if name == "load_average_after":
             continue
         growth, after = bomb["worker_rss_growth_mib"], bomb["worker_rss_10s_after_over_idle_mib"]
@@ -407,6 +407,10 @@ def document_bombs(results: list[dict]) -> list[Figure]:
                               verdict("≤ 100 MiB", growth <= 100)))
         figures.append(Figure(f"{name}: its RSS 10 s after, over idle", mib(after), verdict("≤ 50 MiB", after <= 50)))
     return figures
+
+
+def answered_bombs(results: list[dict]) -> list[Figure]:
+    return document_bombs(results, "bombs_answered")
 
 
 def hostile_documents(results: list[dict]) -> list[Figure]:
@@ -757,6 +761,16 @@ QUESTIONS = [
         "Each growth is over the worker's RSS once it held still before that case, after the cases before it: memory "
         "a worker kept from them and used again shows as less growth. A file within its limit is not measured to "
         "its answer (its write).", headline=(10, 16, 22),
+    ),
+    Question(
+        "Document bombs within their node limits, answered",
+        "The files of the document bombs near the node limits that are within them (.html and .epub within "
+        "TRANSLATOR_MAX_HTML_NODES, .odt and .odp within TRANSLATOR_MAX_FILE_NODES), uploaded alone to the service "
+        "with stand-in models (the engine echoes), each waited for to its answer: read, translated and written.",
+        "the goals", ("hostile-answered.json",), answered_bombs,
+        "Each growth is over the worker's RSS once it held still before that case, after the cases before it: the "
+        "first case (the .html) is the only one measured on workers that had read no document.",
+        headline=(0, 2, 4, 6),
     ),
     Question(
         "A paragraph of many runs",
