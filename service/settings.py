@@ -147,7 +147,7 @@ class Settings(BaseSettings):
         "its tree is built; a file with more gets 413"
     )
     max_html_nodes: int = Field(
-        80_000, ge=1, description="HTML tags, elements, texts and comments in one .html or .htm file of "
+        70_000, ge=1, description="HTML tags, elements, texts and comments in one .html or .htm file of "
         "`/translate_file`, or in all the XHTML documents of an .epub together (its chapters, its table of contents), "
         "counted as they are parsed, before their trees grow past it (such a tree takes more memory a node than the "
         "other XML formats' elements: `TRANSLATOR_MAX_FILE_NODES`); a file with more gets 413"
