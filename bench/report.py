@@ -759,17 +759,18 @@ QUESTIONS = [
         "a file within its limit is translated until its client hangs up after 20 s.",
         "the goals", ("hostile-epub.json",), document_bombs,
         "Each growth is over the worker's RSS once it held still before that case, after the cases before it: memory "
-        "a worker kept from them and used again shows as less growth. A file within its limit is not measured to "
-        "its answer (its write).", headline=(10, 16, 22),
+        "a worker kept from them and used again shows as less growth. A file within its limit is measured to its "
+        "answer in the next question.", headline=(10, 16, 22),
     ),
     Question(
         "Document bombs within their node limits, answered",
         "The files of the document bombs near the node limits that are within them (.html and .epub within "
         "TRANSLATOR_MAX_HTML_NODES, .odt and .odp within TRANSLATOR_MAX_FILE_NODES), uploaded alone to the service "
         "with stand-in models (the engine echoes), each waited for to its answer: read, translated and written.",
-        "the goals", ("hostile-answered.json",), answered_bombs,
-        "Each growth is over the worker's RSS once it held still before that case, after the cases before it: the "
-        "first case (the .html) is the only one measured on workers that had read no document.",
+        "the goals", ("hostile-epub.json",), answered_bombs,
+        "Each growth is over the worker's RSS once it held still before that case, after the cases before it (on "
+        "the two HTTP workers): a worker that has read documents before grows less; the first case (the .html) "
+        "meets workers that have read none.",
         headline=(0, 2, 4, 6),
     ),
     Question(
