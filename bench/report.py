@@ -397,9 +397,9 @@ def engines_memory(results: list[dict]) -> list[Figure]:
     return figures
 
 
-def document_bombs(results: list[dict]) -> list[Figure]:
+def document_bombs(results: list[dict], key: str = "bombs") -> list[Figure]:
     figures = []
-    for name, bomb in results[0]["bombs"].items():
+    for name, bomb in results[0][key].items():
         if name == "load_average_after":
             continue
         growth, after = bomb["worker_rss_growth_mib"], bomb["worker_rss_10s_after_over_idle_mib"]
@@ -407,6 +407,10 @@ def document_bombs(results: list[dict]) -> list[Figure]:
                               verdict("≤ 100 MiB", growth <= 100)))
         figures.append(Figure(f"{name}: its RSS 10 s after, over idle", mib(after), verdict("≤ 50 MiB", after <= 50)))
     return figures
+
+
+def answered_bombs(results: list[dict]) -> list[Figure]:
+    return document_bombs(results, "bombs_answered")
 
 
 def hostile_documents(results: list[dict]) -> list[Figure]:
@@ -745,6 +749,29 @@ QUESTIONS = [
         "shared node limit let through and one as TRANSLATOR_MAX_HTML_NODES does: each answer and an HTTP worker's "
         "memory.",
         "the goals", ("hostile-bombs.json",), document_bombs,
+    ),
+    Question(
+        "Document bombs near the node limits",
+        "The document bombs of hostile documents uploaded alone, with .epubs, .odts and .odps of one-letter "
+        "paragraphs a thousand nodes within and past their limits: an .epub's XHTML documents together against "
+        "TRANSLATOR_MAX_HTML_NODES (one .epub within TRANSLATOR_MAX_FILE_NODES but past it), an OpenDocument's "
+        "elements against TRANSLATOR_MAX_FILE_NODES and its old default. Each answer and an HTTP worker's memory; "
+        "a file within its limit is translated until its client hangs up after 20 s.",
+        "the goals", ("hostile-epub.json",), document_bombs,
+        "Each growth is over the worker's RSS once it held still before that case, after the cases before it: memory "
+        "a worker kept from them and used again shows as less growth. A file within its limit is measured to its "
+        "answer in the next question.", headline=(10, 16, 22),
+    ),
+    Question(
+        "Document bombs within their node limits, answered",
+        "The files of the document bombs near the node limits that are within them (.html and .epub within "
+        "TRANSLATOR_MAX_HTML_NODES, .odt and .odp within TRANSLATOR_MAX_FILE_NODES), uploaded alone to the service "
+        "with stand-in models (the engine echoes), each waited for to its answer: read, translated and written.",
+        "the goals", ("hostile-epub.json",), answered_bombs,
+        "Each growth is over the worker's RSS once it held still before that case, after the cases before it (on "
+        "the two HTTP workers): a worker that has read documents before grows less; the first case (the .html) "
+        "meets workers that have read none.",
+        headline=(0, 2, 4, 6),
     ),
     Question(
         "A paragraph of many runs",

@@ -142,14 +142,15 @@ class Settings(BaseSettings):
         "a long novel 1 to 3 million"
     )
     max_file_nodes: int = Field(
-        200_000, ge=1, description="XML elements (all the parts of a .docx, .pptx, .odt, .odp or .epub together), "
+        140_000, ge=1, description="XML elements (all the parts of a .docx, .pptx, .odt, .odp or .epub together), "
         "lines of a .txt or cues of an .srt in one file of `/translate_file`, counted as the file is read, before "
         "its tree is built; a file with more gets 413"
     )
     max_html_nodes: int = Field(
-        80_000, ge=1, description="HTML tags, elements, texts and comments in one .html or .htm file of "
-        "`/translate_file`, counted as it is parsed, before its tree is built (a web page's tree takes more memory "
-        "a node than the XML formats' elements: `TRANSLATOR_MAX_FILE_NODES`); a file with more gets 413"
+        70_000, ge=1, description="HTML tags, elements, texts and comments in one .html or .htm file of "
+        "`/translate_file`, or in all the XHTML documents of an .epub together (its chapters, its table of contents), "
+        "counted as they are parsed, before their trees grow past it (such a tree takes more memory a node than the "
+        "other XML formats' elements: `TRANSLATOR_MAX_FILE_NODES`); a file with more gets 413"
     )
     documents_at_once: int = Field(
         1, ge=1, description="documents of `/translate_file` and `/v2/document` that one HTTP worker reads, "

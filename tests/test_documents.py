@@ -10,6 +10,7 @@ import re
 import time
 import zipfile
 from collections.abc import Callable
+from dataclasses import replace
 
 import docx
 import odfdo
@@ -23,9 +24,10 @@ from docx.oxml.ns import qn
 from ebooklib import epub
 from pptx.util import Inches
 
+from bench.serving.hostile import epub_of_paragraphs, opendocument_of_paragraphs
 from service.settings import Settings
 from service.worker.documents import FORMATS, Limits, read
-from service.worker.documents.package import MAX_UNPACKED
+from service.worker.documents.package import MAX_UNPACKED, count_elements
 from service.worker.documents.translate import translate_document, translate_file
 from service.worker.errors import InvalidRequest, RequestError, TooLarge
 
@@ -44,8 +46,8 @@ async def reverse(texts: list[str]) -> list[str]:
             for text in texts]
 
 
-def translated(data: bytes, suffix: str, translator: Callable = upper) -> bytes:
-    return asyncio.run(translate_file(data, suffix, LIMIT, translator, "de"))
+def translated(data: bytes, suffix: str, translator: Callable = upper, limits: Limits = LIMIT) -> bytes:
+    return asyncio.run(translate_file(data, suffix, limits, translator, "de"))
 
 
 def saved(document: object) -> bytes:
@@ -360,6 +362,30 @@ def test_html_txt_and_srt_files_of_too_many_nodes_are_refused_before_they_are_pa
     assert "line breaks" in refused(b"\n" * (LIMIT.nodes + 1), ".txt", TooLarge)
     cue = b"1\n00:00:00,000 --> 00:00:01,000\nx\n\n"
     assert "cue timings" in refused(cue * (LIMIT.nodes + 1), ".srt", TooLarge)
+
+
+def test_an_ebooks_xhtml_documents_are_counted_together_against_the_html_node_limit():
+    """Their trees cost what a web page's does: a book of four chapters, each far under the limit alone, is
+    translated at exactly as many nodes as they hold together, and refused one node short of it."""
+    book = epub_of_paragraphs(400, chapters=4)  # each paragraph an element and its text
+    nodes = sum(len(list(soup.descendants)) for _, soup, _ in read(book, ".epub", LIMIT).chapters)
+    assert nodes > 800
+    result = zipfile.ZipFile(io.BytesIO(translated(book, ".epub", limits=replace(LIMIT, html_nodes=nodes))))
+    assert all(result.read(f"EPUB/chapter{n}.xhtml").count(b"<p>X</p>") == 100 for n in range(4))
+    with pytest.raises(TooLarge, match=f"more than {nodes - 1} elements, texts and comments"):
+        read(book, ".epub", replace(LIMIT, html_nodes=nodes - 1))
+
+
+@pytest.mark.parametrize("suffix", [".odt", ".odp"])
+def test_an_opendocument_at_the_node_limit_is_translated_and_one_past_it_refused(suffix: str):
+    document = opendocument_of_paragraphs(suffix, 1000)
+    archive = zipfile.ZipFile(io.BytesIO(document))
+    elements = sum(count_elements(archive.open(member), member.filename, LIMIT.nodes) for member in
+                   archive.infolist() if member.filename.endswith(".xml") and member.file_size)
+    result = zipfile.ZipFile(io.BytesIO(translated(document, suffix, limits=replace(LIMIT, nodes=elements))))
+    assert result.read("content.xml").count(b">X</text:p>") == 1000
+    with pytest.raises(TooLarge, match=f"more than {elements - 1} XML elements"):
+        read(document, suffix, replace(LIMIT, nodes=elements - 1))
 
 
 def test_an_epub_chapter_named_twice_in_the_manifest_is_read_once():

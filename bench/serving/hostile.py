@@ -16,11 +16,14 @@ drain: 16 keep-alive clients through a SIGTERM drain, then through the engine pr
     a reused connection that got a reset or EOF instead of an answer (goal 0), 503s without
     Connection: close, new connections refused or reset as the port closed (allowed).
 bombs: each document bomb (a .docx of 40 MB of empty paragraphs, an .epub naming a 2 MB chapter four
-    times, an .html of 4 MB of <br>; and .htmls of as many paragraphs as the old and the HTML node limits let
-    through) uploaded
+    times, an .html of 4 MB of <br>; .htmls of as many paragraphs as the old and the HTML node limits let
+    through; .epubs, .odts and .odps of paragraphs just within and just past their node limits) uploaded
     alone: its answer (a bomb within the limits is translated: its client hangs up after 20 s), the growth of an
     HTTP worker's RSS (goal <= 100 MiB), its RSS 10 s after over idle (goal <= 50 MiB), and how long after the
     answer or hang-up the engine is idle.
+answered: the files of bombs within their node limits (.epub, .odt, .odp, and the .html within the HTML node limit)
+    through the service with stand-in models (service.testing.ECHO_MODELS), each waited for to its answer: read,
+    translated and written, as in bombs.
 uploads: 50 clients upload a 1 MB .txt of real text at once and hang up after 30 s; meanwhile a probe
     sends one sentence every half second (goal: p99 <= 1 s); then how long until the engine is idle, and the
     workers' RSS 10 s after, over idle.
@@ -71,6 +74,7 @@ from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import docx
+import odfdo
 from ebooklib import epub
 
 from bench.common.defaults import REPO, RESULTS
@@ -79,7 +83,7 @@ from bench.common.report import write_results
 from bench.common.sentences import multi30k_sentences
 from bench.common.timing import while_running
 from service.launch import RunningService, free_port, running_server, running_service, service_env
-from service.settings import DEFAULT_DATA_DIR
+from service.settings import DEFAULT_DATA_DIR, Settings
 
 SHIPPED_MODELS = REPO / "models"
 NESTED_MARKUP = "<b>" * 1660 + "x"  # 5 KB, 1,660 elements deep
@@ -529,10 +533,16 @@ def docx_of_empty_paragraphs(unpacked_mib: int = 40) -> bytes:
 
 def with_member(package: bytes, name: str, content: bytes) -> bytes:
     """A zip with one member's content replaced, compressed."""
+    return with_members(package, {name: content})
+
+
+def with_members(package: bytes, replaced: dict[str, bytes]) -> bytes:
+    """A zip with these members' content replaced, compressed."""
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(package)) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as written:
         for member in source.infolist():
-            written.writestr(member.filename, content if member.filename == name else source.read(member))
+            content = replaced[member.filename] if member.filename in replaced else source.read(member)
+            written.writestr(member.filename, content)
     return out.getvalue()
 
 
@@ -561,14 +571,81 @@ def epub_of_one_chapter_named_four_times(chapter_mib: int = 2) -> bytes:
     return with_member(out.getvalue(), opf, package.replace(item, item + again).encode())
 
 
+def epub_of_paragraphs(paragraphs: int, chapters: int = 4) -> bytes:
+    """An .epub whose `chapters` chapters hold `paragraphs` paragraphs of one letter between them (each an element
+    and a text)."""
+    book = epub.EpubBook()
+    book.set_identifier("paragraphs")
+    book.set_title("Paragraphs")
+    book.set_language("en")
+    items = [epub.EpubHtml(title=f"Chapter {n}", file_name=f"chapter{n}.xhtml", lang="en") for n in range(chapters)]
+    for item in items:
+        item.content = "<html><body><p>x</p></body></html>"
+        book.add_item(item)
+    book.toc, book.spine = items, ["nav", *items]
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    out = io.BytesIO()
+    epub.write_epub(out, book)
+    shares = [paragraphs // chapters + (n < paragraphs % chapters) for n in range(chapters)]
+    return with_members(out.getvalue(), {
+        f"EPUB/chapter{n}.xhtml": b'<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml">'
+        b"<head><title>Chapter</title></head><body>" + b"<p>x</p>" * share + b"</body></html>"
+        for n, share in enumerate(shares)})
+
+
+ODF_PARAGRAPHS = {  # the kind of document, and the empty element of its blank one that the paragraphs replace
+    ".odt": ("text", b'<text:p text:style-name="Standard"/>'),
+    ".odp": ("presentation", b"<draw:text-box/>"),
+}
+
+
+def opendocument_of_paragraphs(suffix: str, paragraphs: int) -> bytes:
+    """An .odt (its body) or .odp (a text box of its one slide) of `paragraphs` paragraphs of one letter, each an
+    element."""
+    kind, empty = ODF_PARAGRAPHS[suffix]
+    blank = io.BytesIO()
+    odfdo.Document(kind).save(blank)
+    content = zipfile.ZipFile(io.BytesIO(blank.getvalue())).read("content.xml")
+    filled = b"<text:p>x</text:p>" * paragraphs
+    if suffix == ".odp":
+        filled = b"<draw:text-box>" + filled + b"</draw:text-box>"
+    return with_member(blank.getvalue(), "content.xml", content.replace(empty, filled, 1))
+
+
+OLD_FILE_NODES = 200_000  # TRANSLATOR_MAX_FILE_NODES before .odt and .odp near it were measured
+
+
+def near_the_limits() -> dict[str, tuple[str, Callable[[], bytes]]]:
+    """Files of paragraphs a thousand nodes within and past the default node limits (each paragraph is an element
+    and a text in a web page and in an e-book's XHTML, one element in an OpenDocument): an .html within
+    TRANSLATOR_MAX_HTML_NODES, .epubs against it
+    (one of them within TRANSLATOR_MAX_FILE_NODES), .odts and .odps against TRANSLATOR_MAX_FILE_NODES and its old
+    default."""
+    html_nodes, file_nodes = (Settings.model_fields[name].default for name in ("max_html_nodes", "max_file_nodes"))
+    within = html_nodes // 2 - 500
+    bombs = {f"html of {within:,} paragraphs (within the HTML node limit)": ("limit.html", lambda: b"<p>x" * within)}
+    for paragraphs, what in ((html_nodes // 2 - 500, "within the HTML node limit"),
+                             (html_nodes // 2 + 500, "past the HTML node limit"),
+                             (file_nodes - 1000, "within the node limit, past the HTML node limit")):
+        bombs[f"epub of {paragraphs:,} paragraphs in four chapters ({what})"] = (
+            "paragraphs.epub", functools.partial(epub_of_paragraphs, paragraphs))
+    for suffix in ODF_PARAGRAPHS:
+        for paragraphs, what in ((file_nodes - 1000, "within the node limit"),
+                                 (file_nodes + 1000, "past the node limit"),
+                                 (OLD_FILE_NODES - 1000, "within the old node limit")):
+            bombs[f"{suffix[1:]} of {paragraphs:,} paragraphs ({what})"] = (
+                f"paragraphs{suffix}", functools.partial(opendocument_of_paragraphs, suffix, paragraphs))
+    return bombs
+
+
 BOMBS: dict[str, tuple[str, Callable[[], bytes]]] = {
     "docx of 40 MiB of empty paragraphs": ("bomb.docx", docx_of_empty_paragraphs),
     "epub naming a 2 MB chapter four times": ("bomb.epub", epub_of_one_chapter_named_four_times),
     "html of 4 MB of <br>": ("bomb.html", lambda: b"<br>" * (1 << 20)),
-    # not the issue's: as many nodes as the old node limit let through, short of a thousand, and as the default
-    # TRANSLATOR_MAX_HTML_NODES does
+    # not the issue's: as many nodes as the old shared node limit let through, short of a thousand
     "html of 99,500 paragraphs (within the old node limit)": ("old-limit.html", lambda: b"<p>x" * 99_500),
-    "html of 39,500 paragraphs (within the HTML node limit)": ("limit.html", lambda: b"<p>x" * 39_500),
+    **near_the_limits(),
 }
 
 
@@ -694,14 +771,16 @@ def peak_rss_while(pids: list[int], work: Callable[[], object]) -> tuple[object,
     return while_running(work, watch), peak
 
 
-def bombs(service: RunningService, hang_up_s: float = 20, settle_s: float = 10) -> dict:
-    """Each document bomb uploaded alone: its answer (a bomb read within the limits is translated: its client hangs
-    up after `hang_up_s`), its time, the largest growth of an HTTP worker's RSS meanwhile (goal: <= 100 MiB), how long
-    after the answer or hang-up the engine is idle (goal: <= 2 s), and each worker's RSS `settle_s` after, beside
-    idle (goal: <= 50 MiB)."""
-    port, (_, workers) = port_of(service), engine_and_workers(service)
+def bombs(service: RunningService, hang_up_s: float = 20, settle_s: float = 10, cases: tuple[str, ...] = tuple(BOMBS)
+          ) -> dict:
+    """Each document bomb of `cases` (names in BOMBS) uploaded alone: its answer (a bomb read within the limits is
+    translated: its client hangs up after `hang_up_s`), its time, the largest growth of an HTTP worker's RSS meanwhile
+    (goal: <= 100 MiB), how long after the answer or hang-up the engine is idle (goal: <= 2 s), and each worker's RSS
+    `settle_s` after, beside idle (goal: <= 50 MiB)."""
+    port, workers = port_of(service), http_workers(service)
     results = {}
-    for case, (name, make) in BOMBS.items():
+    for case in cases:
+        name, make = BOMBS[case]
         data = make()
         idle = settled_rss(workers)
         started = time.perf_counter()
@@ -878,6 +957,10 @@ def run_cases(model_dir: Path, cases: list[str], rounds: int, baseline: Path | N
     if "bombs" in cases:
         with service(model_dir, "bombs") as running:
             results["bombs"] = loaded(bombs(running))
+    if "answered" in cases:
+        within = tuple(case for case in BOMBS if re.search(r"\(within the (HTML )?node limit\)$", case))
+        with stand_in_service(model_dir, "answered") as running:
+            results["bombs_answered"] = loaded(bombs(running, hang_up_s=300, cases=within))
     if "uploads" in cases:
         with service(model_dir, "uploads") as running:
             results["uploads"] = loaded(uploads_and_probe(running))
@@ -910,8 +993,8 @@ def run_cases(model_dir: Path, cases: list[str], rounds: int, baseline: Path | N
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-dir", type=Path, default=SHIPPED_MODELS)
-    names = ["headers", "stall", "files", "idle", "bombs", "uploads", "paragraph", "runs", "pool", "refused",
-             "drain", "protocol"]
+    names = ["headers", "stall", "files", "idle", "bombs", "answered", "uploads", "paragraph", "runs", "pool",
+             "refused", "drain", "protocol"]
     p.add_argument("--cases", nargs="+", choices=names, default=names)
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the protocol and runs comparisons")
     p.add_argument("--baseline", type=Path, help="another checkout whose service the paragraph and runs cases also "

@@ -5,8 +5,9 @@ read(data, suffix, limits) gives a Document: its `units` (paragraphs, cells, cue
 and write(translations) that rebuilds the file from one translated unit for each; translate.translate_document runs
 one through a translator. Every way a file can be unreadable, hostile or too large raises a 4xx error
 (service.worker.errors): a parser's own failure on a broken file is a 400, never a 500. Each reader counts what it
-builds (elements, lines, cues) against Limits.nodes while it reads, before the tree or list of them grows; the
-characters of text are counted against Limits.chars once the units are read.
+builds (elements, lines, cues) against Limits.nodes while it reads, before the tree or list of them grows (a web
+page's nodes, and an e-book's XHTML documents', against Limits.html_nodes); the characters of text are counted
+against Limits.chars once the units are read.
 
 PDF is not taken: no maintained library writes translated text back into a PDF's layout reliably (its text is
 positioned glyphs, in fonts embedded with only the glyphs used); convert it to .docx or .odt first.
@@ -45,7 +46,7 @@ class Document(Protocol):
 @dataclass(frozen=True)
 class Limits:
     """What one file may hold: `chars` characters of text, `nodes` elements, lines or cues, and `html_nodes` tags,
-    elements, texts and comments of a web page."""
+    elements, texts and comments of a web page or of an e-book's XHTML documents together."""
 
     chars: int
     nodes: int
@@ -55,22 +56,17 @@ class Limits:
     def of(cls, settings: Settings) -> Limits:
         return cls(settings.max_file_chars, settings.max_file_nodes, settings.max_html_nodes)
 
-    def nodes_of(self, suffix: str) -> int:
-        """The most nodes a file named with `suffix` may hold."""
-        return self.html_nodes if suffix.lower() in WEB_PAGES else self.nodes
 
-
-WEB_PAGES = (".html", ".htm")
-READERS: dict[str, Callable[[bytes, int], Document]] = {  # (data, the most nodes) -> the document
-    ".txt": PlainText,
-    ".html": lambda data, nodes: WebPage(data, ".html", nodes),
-    ".htm": lambda data, nodes: WebPage(data, ".htm", nodes),
-    ".docx": WordDocument,
-    ".odt": lambda data, nodes: OpenDocument(data, ".odt", nodes),
-    ".pptx": Presentation,
-    ".odp": lambda data, nodes: OpenDocument(data, ".odp", nodes),
-    ".srt": Subtitles,
-    ".epub": Book,
+READERS: dict[str, Callable[[bytes, Limits], Document]] = {
+    ".txt": lambda data, limits: PlainText(data, limits.nodes),
+    ".html": lambda data, limits: WebPage(data, ".html", limits.html_nodes),
+    ".htm": lambda data, limits: WebPage(data, ".htm", limits.html_nodes),
+    ".docx": lambda data, limits: WordDocument(data, limits.nodes),
+    ".odt": lambda data, limits: OpenDocument(data, ".odt", limits.nodes),
+    ".pptx": lambda data, limits: Presentation(data, limits.nodes),
+    ".odp": lambda data, limits: OpenDocument(data, ".odp", limits.nodes),
+    ".srt": lambda data, limits: Subtitles(data, limits.nodes),
+    ".epub": lambda data, limits: Book(data, limits.nodes, limits.html_nodes),
 }
 FORMATS = tuple(READERS)  # the suffixes taken
 MEMORY_ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
@@ -101,7 +97,7 @@ def read(data: bytes, suffix: str, limits: Limits) -> Document:
         raise InvalidRequest(f"{suffix[:32] or 'a file without a suffix'} files are not taken{advice}; the formats "
                              f"are {', '.join(FORMATS)}")
     try:
-        document = reader(data, limits.nodes_of(suffix))
+        document = reader(data, limits)
     except RequestError:
         raise
     except Exception as error:  # each parser fails a broken file in its own way

@@ -3,7 +3,9 @@ service.worker.html_units, parsed by BeautifulSoup's XML parser (lxml) so that i
 
 ebooklib reads the package: the container, the package document and its manifest, which name the XHTML documents;
 a document the manifest names more than once is read once (and its elements counted once, service.worker.documents.
-package).
+package). The trees of the XHTML documents cost as much memory a node as a web page's, so their elements, texts and
+comments are counted together against the web pages' node limit (TRANSLATOR_MAX_HTML_NODES) as BeautifulSoup
+builds them: past it the book is refused (413) before any tree grows further.
 The book is written back as a copy of its zip with those documents replaced, every other member (package document,
 images, styles, fonts) as it came: ebooklib's writer would generate the package document and navigation anew.
 
@@ -20,11 +22,13 @@ import re
 from html.entities import name2codepoint
 
 from bs4 import BeautifulSoup
+from bs4.builder import LXMLTreeBuilderForXML
 from ebooklib import epub
 from lxml import etree
 
 from service.worker.documents.package import SAFE_XML, open_package, rewrite, xml_bytes
 from service.worker.documents.webpage import set_language
+from service.worker.errors import TooLarge
 from service.worker.html_units import XML_FORMATTER, HtmlUnits
 from service.worker.markup import Unit
 
@@ -32,7 +36,7 @@ DC_LANGUAGE = "{http://purl.org/dc/elements/1.1/}language"
 
 
 class Book:
-    def __init__(self, data: bytes, max_nodes: int) -> None:
+    def __init__(self, data: bytes, max_nodes: int, max_html_nodes: int) -> None:
         self.archive = open_package(data, ".epub", max_nodes)
         reader = epub.EpubReader(io.BytesIO(data), {"ignore_ncx": True})
         book = reader.load()
@@ -40,8 +44,9 @@ class Book:
         self.chapters: list[tuple[str, BeautifulSoup, HtmlUnits]] = []
         names = [posixpath.normpath(posixpath.join(reader.opf_dir, item.file_name))
                  for item in book.get_items() if isinstance(item, epub.EpubHtml)]
+        builder = CountedXml(max_html_nodes)  # one count for all the documents
         for name in dict.fromkeys(names):
-            soup = BeautifulSoup(numbered_entities(self.archive.read(name)), "xml")
+            soup = BeautifulSoup(numbered_entities(self.archive.read(name)), builder=builder)
             self.chapters.append((name, soup, HtmlUnits(soup)))
         self.units: list[Unit] = [unit for _, _, html in self.chapters for unit in html.units]
 
@@ -57,6 +62,49 @@ class Book:
             element.text = language
         replaced[self.package_name] = xml_bytes(package)
         return rewrite(self.archive, replaced)
+
+
+class CountedXml(LXMLTreeBuilderForXML):
+    """BeautifulSoup's XML tree builder ("xml"), which lxml's parser calls as it reads, counting the nodes it builds
+    (elements, texts, comments, processing instructions, doctypes) in all the documents it builds: past `most`,
+    TooLarge."""
+
+    def __init__(self, most: int) -> None:
+        super().__init__()
+        self.most, self.nodes, self.in_text = most, 0, False
+
+    def count(self, text: bool = False) -> None:
+        """One more node, unless it is more of the text that is being read (lxml gives a text in pieces)."""
+        if not (text and self.in_text):
+            self.nodes += 1
+            if self.nodes > self.most:
+                raise TooLarge(f"the .epub file's XHTML documents hold more than {self.most} elements, texts and "
+                               "comments, the limit")
+        self.in_text = text
+
+    def start(self, tag: str | bytes, attrib: dict, nsmap: dict | None = None) -> None:
+        self.count()
+        super().start(tag, attrib, nsmap or {})
+
+    def end(self, tag: str | bytes) -> None:
+        self.in_text = False
+        super().end(tag)
+
+    def data(self, data: str | bytes) -> None:
+        self.count(text=True)
+        super().data(data)
+
+    def comment(self, text: str | bytes) -> None:
+        self.count()
+        super().comment(text)
+
+    def pi(self, target: str, data: str) -> None:
+        self.count()
+        super().pi(target, data)
+
+    def doctype(self, name: str, pubid: str, system: str) -> None:
+        self.count()
+        super().doctype(name, pubid, system)
 
 
 NAMED_ENTITY = re.compile(rb"&([A-Za-z][A-Za-z0-9]{1,31});")
