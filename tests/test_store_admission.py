@@ -9,17 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from uuid import uuid4
 
-import pytest
-from sqlalchemy.exc import ResourceClosedError
-
 from service.metrics import Metrics
 from service.settings import Settings
 from service.store import Store, StoreUnavailable
 from service.store.at_once import take_all
 from service.store.keys import Limits, add_key, find_key, revoke, usage
 from service.store.limits import Limit, count, fixed_window, month_window
-from service.store.unrecorded import Unrecorded
-from service.worker.access import Access, Asked, Client, TooManyRequests, usage_of
+from service.worker.access import Access, Asked, Client, TooManyRequests
 from service.worker.errors import Forbidden
 
 
@@ -53,10 +49,11 @@ def test_a_batch_answers_each_request_its_own(store_url: str):
     worker = access(store_url)
     batch = [Asked(key, "a", 4), Asked("nope", "a", 1), Asked(key, "a", 7), Asked(None, "a", 1), Asked(key, "a", 6),
              Asked(key, "a", 1)]
-    answers = admit_all(worker, batch)
+    worker.store.ready()
+    with worker.store.engine.connect() as connection, connection.begin():
+        answers = worker._admit(connection, batch)
     assert [type(a) for a in answers] == [Client, Forbidden, TooManyRequests, Forbidden, Client, TooManyRequests]
     assert str(answers[2]).endswith("10 characters per month") and str(answers[5]).endswith("2 requests per minute")
-    worker.close()  # the usage recorded by now
     with worker.store.transaction() as session:
         assert [(u.requests, u.characters) for u in usage(session, key_id, datetime.now(UTC).date())] == [(2, 10)]
         now = time.time()
@@ -66,8 +63,8 @@ def test_a_batch_answers_each_request_its_own(store_url: str):
 
 
 def test_one_postgresql_statement_takes_a_batch_whole_or_changes_nothing(postgres):
-    """service.store.at_once: a batch that fits is counted; one over a limit, or of a revoked key, changes nothing
-    (the batch's full transaction then says who is refused)."""
+    """service.store.at_once: a batch that fits is counted, in usage and counters; one over a limit, or of a
+    revoked key, changes nothing (the batch's full transaction then says who is refused)."""
     url = postgres.database(f"test_{uuid4().hex}")
     key_id, key = new_key(url, Limits(req_limit=3, monthly_char_limit=10))
     store = Store(url)
@@ -77,17 +74,18 @@ def test_one_postgresql_statement_takes_a_batch_whole_or_changes_nothing(postgre
     def attempt(requests: int, characters: int) -> bool:
         with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
             wanted = [(minute, requests), (chars, characters)]
-            return take_all(connection, {key_id}, [(f"key:{key_id}", key_id, wanted)])
+            return take_all(connection, {key_id: (requests, characters)}, [(f"key:{key_id}", key_id, wanted)])
 
-    def counted() -> tuple[int, int]:
+    def counted() -> tuple[list[tuple[int, int]], int, int]:
         with store.transaction() as session:
-            return count(session, f"key:{key_id}", minute), count(session, f"key:{key_id}", chars)
+            used = [(u.requests, u.characters) for u in usage(session, key_id, datetime.now(UTC).date())]
+            return used, count(session, f"key:{key_id}", minute), count(session, f"key:{key_id}", chars)
 
-    assert attempt(2, 8) and counted() == (2, 8)
-    assert not attempt(1, 5) and counted() == (2, 8)  # over the characters' limit alone
+    assert attempt(2, 8) and counted() == ([(2, 8)], 2, 8)
+    assert not attempt(1, 5) and counted() == ([(2, 8)], 2, 8)  # over the characters' limit alone
     with store.transaction() as session:
         revoke(session, find_key(session, key))
-    assert not attempt(1, 1) and counted() == (2, 8)
+    assert not attempt(1, 1) and counted() == ([(2, 8)], 2, 8)
     store.close()
 
 
@@ -101,11 +99,10 @@ def test_workers_admitting_at_once_accept_exactly_the_limit_and_count_it_once(st
         answers = [a for some in pool.map(lambda w: admit_all(w, [Asked(key, "a", 3)] * 60), workers) for a in some]
     assert sum(isinstance(a, Client) for a in answers) == 37
     assert sum(isinstance(a, TooManyRequests) for a in answers) == 240 - 37
-    for worker in workers:
-        worker.close()  # the usage recorded by now
     with workers[0].store.transaction() as session:
         assert [(u.requests, u.characters) for u in usage(session, key_id, datetime.now(UTC).date())] == [(37, 111)]
     for worker in workers:
+        worker.close()
         worker.store.close()
 
 
@@ -118,9 +115,9 @@ def test_a_key_revoked_elsewhere_is_refused_at_once_though_the_worker_knows_it(s
         revoke(session, find_key(session, key))
     refused = admit_all(worker, [Asked(key, "a", 1)])[0]
     assert isinstance(refused, Forbidden) and str(refused) == "API key revoked"
-    worker.close()  # the usage recorded by now
     with elsewhere.transaction() as session:
         assert [u.requests for u in usage(session, key_id, datetime.now(UTC).date())] == [1]
+    worker.close()
     worker.store.close()
     elsewhere.close()
 
@@ -143,23 +140,3 @@ def test_an_unreachable_store_fails_the_batch_at_once():
     worker.close()
 
 
-
-
-def test_usage_the_store_fails_to_record_is_kept_for_the_next_try(store_url: str):
-    key_id, _ = new_key(store_url, Limits())
-    unrecorded = Unrecorded(usage_of)
-    unrecorded.committed([Asked("k", "a", 5), Asked("k", "a", 3), Asked("x", "a", 9)],
-                         [Client(f"key:{key_id}", key_id), Client(f"key:{key_id}", key_id), Forbidden("no")])
-    store = Store(store_url)
-    store.ready()
-    broken = store.engine.connect()
-    broken.close()
-    with pytest.raises(ResourceClosedError):
-        unrecorded.record(broken)
-    assert unrecorded.due()
-    with store.engine.connect() as connection:
-        unrecorded.record(connection)
-    assert not unrecorded.due()
-    with store.transaction() as session:
-        assert [(u.requests, u.characters) for u in usage(session, key_id, datetime.now(UTC).date())] == [(2, 8)]
-    store.close()

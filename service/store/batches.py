@@ -1,61 +1,45 @@
 """What requests ask of the store on their path, run in batches by one thread of the process: whatever was asked
 while the last batch ran goes into the next, in one transaction (one commit for all) on one connection that the
 thread keeps open. A request then costs the store its own statements alone, and the event loop awaits its answer
-without a thread of its own. What need not delay an answer (keys' usage: service.store.unrecorded) is written
-after it, once no request has been asked for LATER_S (the event loop meanwhile takes its answers on without
-waiting for the thread), or every LATER_EVERY batches, and at close.
+without a thread of its own.
 
     batches = Batches(store, run)       # run(connection, items) -> an answer or a RequestError for each item
     batches = Batches(store, run, at_once)  # at_once(connection, items) -> the answers, or None: run's turn
-    batches = Batches(store, run, later=Unrecorded(usage_of))  # a committed batch's usage, recorded after
     answer = await batches.ask(item)    # StoreUnavailable for all of a batch the store fails
-    batches.close()                     # answers what was asked, then records what is left
+    batches.close()
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import queue
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from service.store.database import Store, StoreUnavailable, describe
-from service.store.unrecorded import Unrecorded
 
-log = logging.getLogger(__name__)
 Item = TypeVar("Item")
 Answer = TypeVar("Answer")
 MOST = 64  # items in one batch: a batch holds its rows' locks until it commits
-LATER_S = 0.001  # how long the thread waits for more requests before it writes what was left for later
-LATER_EVERY = 16  # batches at most between two writes of what was left for later, however busy
-RETRY_S = 1.0  # how long what was left for later waits to be tried again when the store failed it
-CLOSE_TRIES = 3  # at close, tries of what was left for later, RETRY_S apart, before it is given up (logged)
 Asked = tuple[Item, asyncio.Future]
 Run = Callable[[Connection, list[Item]], list[Answer | Exception]]  # a batch's answers, in its items' order
 Attempt = Callable[[Connection, list[Item]], list[Answer | Exception] | None]  # or None: not answered
 
 
 class Batches(Generic[Item, Answer]):
-    def __init__(self, store: Store, run: Run[Item, Answer], at_once: Attempt[Item, Answer] | None = None,
-                 later: Unrecorded[Item, Answer] | None = None):
+    def __init__(self, store: Store, run: Run[Item, Answer], at_once: Attempt[Item, Answer] | None = None):
         """`run` answers a batch's items in its transaction, in their order: an answer, or the exception that item
         raises (its own: the others' stand); whatever it raises fails the whole batch, which is rolled back.
         `at_once`, if given, is asked first, on the connection in autocommit (each statement its own transaction):
-        the answers, or None when the batch needs `run`'s transaction. `later` is told each committed batch, and
-        records what it leaves after the answers."""
+        the answers, or None when the batch needs `run`'s transaction."""
         self.store = store
         self.run = run
         self.at_once = at_once
-        self.later = later
-        self.behind = 0  # batches committed since `later` last recorded
-        self.failing = False  # whether the store failed `later`'s last try
         self.asked: queue.SimpleQueue[Asked | None] = queue.SimpleQueue()
         self.connection: Connection | None = None
         self.thread: threading.Thread | None = None
@@ -75,8 +59,8 @@ class Batches(Generic[Item, Answer]):
                     self.thread.start()
 
     def serve(self) -> None:
-        """Batch after batch until close(), what they leave for later recorded in between."""
-        while (first := self.next_asked()) is not None:
+        """Batch after batch until close()."""
+        while (first := self.asked.get()) is not None:
             batch = [first]
             while len(batch) < MOST and (more := self.next_waiting()) is not None:
                 batch.append(more)
@@ -87,28 +71,9 @@ class Batches(Generic[Item, Answer]):
             for (_, future), answer in zip(batch, answers, strict=True):
                 with contextlib.suppress(RuntimeError):  # its event loop closed: no one waits for it
                     future.get_loop().call_soon_threadsafe(settle, future, answer)
-            if self.behind >= LATER_EVERY:
-                self.catch_up()
-        for _ in range(CLOSE_TRIES):
-            if self.catch_up():
-                break
-            time.sleep(RETRY_S)
-        else:
-            log.error("Given up at close: usage the store failed to record, by key and day: %s",
-                      self.later.used if self.later is not None else {})
         if self.connection is not None:
             self.connection.close()
             self.connection = None
-
-    def next_asked(self) -> Asked | None:
-        """The next item asked (None: close()); meanwhile, what was left for later is recorded once none is asked
-        for LATER_S (RETRY_S while the store fails it)."""
-        while True:
-            wait = None if self.later is None or not self.later.due() else RETRY_S if self.failing else LATER_S
-            try:
-                return self.asked.get(timeout=wait)
-            except queue.Empty:
-                self.catch_up()
 
     def next_waiting(self) -> Asked | None:
         """The next item already waiting, if any (close()'s None is left for serve())."""
@@ -120,46 +85,20 @@ class Batches(Generic[Item, Answer]):
             self.asked.put(None)
         return asked
 
-    @contextlib.contextmanager
-    def connected(self) -> Iterator[Connection]:
-        """The thread's connection, connected anew after a failure (the server may have restarted);
-        StoreUnavailable if the store fails what is done with it."""
+    def transaction(self, items: list[Item]) -> list[Answer | Exception]:
         self.store.ready()
         try:
             if self.connection is None:
                 self.connection = self.store.engine.connect()
-            yield self.connection
-        except (DBAPIError, self.store.engine.dialect.loaded_dbapi.Error) as error:  # SQLAlchemy's or the driver's
-            if self.connection is not None:
+            if self.at_once is not None and (answers := self.autocommitted(self.connection, items)) is not None:
+                return answers
+            with self.connection.begin():
+                return self.run(self.connection, items)
+        except DBAPIError as error:
+            if self.connection is not None:  # the next batch connects anew: the server may have restarted
                 self.connection.invalidate()
                 self.connection = None
             raise StoreUnavailable(describe(error)) from error
-
-    def transaction(self, items: list[Item]) -> list[Answer | Exception]:
-        with self.connected() as connection:
-            answers = self.autocommitted(connection, items) if self.at_once is not None else None
-            if answers is None:
-                with connection.begin():
-                    answers = self.run(connection, items)
-        if self.later is not None:
-            self.later.committed(items, answers)
-            self.behind += 1
-        return answers
-
-    def catch_up(self) -> bool:
-        """Record what committed batches left for later, if any: whether none is left (else it is kept for the
-        next try)."""
-        if self.later is None or not self.later.due():
-            return True
-        try:
-            with self.connected() as connection:
-                self.later.record(connection)
-        except StoreUnavailable as error:
-            log.warning("The store's usage waits to be recorded: %s", error)
-            self.failing = True
-            return False
-        self.behind, self.failing = 0, False
-        return True
 
     def autocommitted(self, connection: Connection, items: list[Item]) -> list[Answer | Exception] | None:
         """at_once's answers, the connection in autocommit meanwhile (one found lost is left to be replaced)."""

@@ -3,7 +3,6 @@ alone (a key is 32 random bytes, which no one finds from their hash); the key it
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import secrets
 from collections.abc import Iterable
@@ -13,7 +12,6 @@ from datetime import UTC, date, datetime
 from sqlalchemy import Connection, Date, TextClause, bindparam, func, select, text
 from sqlalchemy.orm import Session
 
-from service.store.driver import Driver
 from service.store.tables import ApiKey, Usage, UtcDateTime
 from service.store.upsert import insert
 
@@ -99,37 +97,29 @@ def revoke(session: Session, row: ApiKey) -> None:
     row.revoked = row.revoked or now()
 
 
-RECORD_USE = text(
-    "INSERT INTO usage (key_id, day, requests, characters, last_used) SELECT id, :day, :requests, :characters, "
-    ":last_used FROM api_keys WHERE id = :key_id ON CONFLICT (key_id, day) DO UPDATE SET requests = usage.requests "
-    "+ excluded.requests, characters = usage.characters + excluded.characters, last_used = excluded.last_used"
-).bindparams(bindparam("day", type_=Date), bindparam("last_used", type_=UtcDateTime))  # SQL that SQLite and
-# PostgreSQL read alike, compiled once
+def record_statement(unless_revoked: bool) -> TextClause:
+    """record_use()'s statement: SQL that SQLite and PostgreSQL read alike, compiled once (it is on every keyed
+    request's path)."""
+    where = "id = :key_id AND revoked IS NULL" if unless_revoked else "id = :key_id"
+    return text(
+        "INSERT INTO usage (key_id, day, requests, characters, last_used) SELECT id, :day, :requests, :characters, "
+        f":last_used FROM api_keys WHERE {where} ON CONFLICT (key_id, day) DO UPDATE SET requests = usage.requests "
+        "+ excluded.requests, characters = usage.characters + excluded.characters, last_used = excluded.last_used "
+        "RETURNING key_id"
+    ).bindparams(bindparam("day", type_=Date), bindparam("last_used", type_=UtcDateTime))
+
+
+RECORD_USE = {unless_revoked: record_statement(unless_revoked) for unless_revoked in (False, True)}
 
 
 def record_use(session: Session | Connection, key_id: int, requests: int, characters: int,
-               when: datetime | None = None) -> None:
-    """`requests` requests (or none: characters known later, as a document's) of `characters` characters, on the
-    day (UTC) of `when` (default now), the key's last use then; nothing for a key removed meanwhile."""
-    when = when or now()
+               unless_revoked: bool = False) -> bool:
+    """`requests` requests (or none: characters known later, as a document's) of `characters` characters, today
+    (UTC), and the key's last use; whether they were counted (not if `unless_revoked` and the key is revoked)."""
+    when = now()
     values = {"key_id": key_id, "day": when.date(), "requests": requests, "characters": characters,
               "last_used": when}
-    session.execute(RECORD_USE, values)
-
-
-@functools.cache
-def unrevoked_statement(keys: int) -> TextClause:
-    """revoked_among()'s statement for `keys` keys, compiled once for each count (it is on every batch's path)."""
-    ids = ", ".join(f":id_{i}" for i in range(keys))
-    return text(f"SELECT id FROM api_keys WHERE revoked IS NULL AND id IN ({ids})")
-
-
-def revoked_among(session: Session | Connection | Driver, key_ids: set[int]) -> set[int]:
-    """The keys of `key_ids` revoked by now (or gone), in one statement."""
-    if not key_ids:
-        return set()
-    ids = {f"id_{i}": key_id for i, key_id in enumerate(key_ids)}
-    return key_ids - {key_id for (key_id,) in session.execute(unrevoked_statement(len(ids)), ids)}
+    return session.execute(RECORD_USE[unless_revoked], values).first() is not None
 
 
 def last_uses(session: Session) -> dict[int, datetime]:

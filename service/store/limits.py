@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection, TextClause, delete, text
 from sqlalchemy.orm import Session
 
-from service.store.driver import Driver
 from service.store.tables import Counter
 
 COLUMNS = ("subject", "kind", "start", "ends", "count", "most")  # Counter's
@@ -68,7 +67,7 @@ def counting_statement(rows: int, within: bool) -> TextClause:
                 f"DO UPDATE SET count = counters.count + excluded.count{where} RETURNING kind, count")
 
 
-def counted(session: Session | Connection | Driver, subject: str, wanted: list[tuple[Limit, int]],
+def counted(session: Session | Connection, subject: str, wanted: list[tuple[Limit, int]],
             within: bool) -> dict[str, int]:
     """Add each amount to `subject`'s count in its limit's window (when `within`, only where the count stays within
     the limit; an amount over the limit alone must not be asked), in one statement: the counts added to, by kind."""
@@ -82,7 +81,7 @@ def sums(requests: list[list[tuple[Limit, int]]]) -> list[tuple[Limit, int]]:
     return [(limit, sum(wanted[i][1] for wanted in requests)) for i, (limit, _) in enumerate(requests[0])]
 
 
-def take_each(session: Session | Connection | Driver, subject: str,
+def take_each(session: Session | Connection, subject: str,
               requests: list[list[tuple[Limit, int]]]) -> list[Limit | None]:
     """Each request's amounts for `subject` (every request with the same limits), in their order: all of a
     request's if each count stays within its limit, else none of them; for each request None, or the first limit

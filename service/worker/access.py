@@ -3,11 +3,10 @@ limits (429 with Retry-After), and what it used. Everything is counted in the st
 replica shares; with keys and limits off, the store is not asked at all.
 
 The requests that a worker asks to admit while its last batch runs are admitted together (service.store.batches):
-one transaction for all of them, one statement that finds their keys unrevoked and one for each subject's limits
-while its requests fit (on PostgreSQL, one statement for all while all fit: service.store.at_once). A worker reads
-a key's id and limits once a KEY_TRUST_S. The limits' counts are the store's and committed before the request goes
-on, so that they stay exact; the keys' usage is recorded after the batch's answers, once no request waits
-(service.store.unrecorded), and at close.
+one transaction for all of them, one statement for each key's usage (which also finds a revoked key revoked at
+once) and one for each subject's limits while its requests fit. A worker reads a key's id and limits once a
+KEY_TRUST_S. Every count is the store's and committed before the request goes on, so the limits stay exact and
+the usage never lags.
 """
 
 from __future__ import annotations
@@ -26,10 +25,8 @@ from service.settings import Settings
 from service.store import Store
 from service.store.at_once import take_all
 from service.store.batches import Batches
-from service.store.driver import Driver
-from service.store.keys import KeyCheck, Limits, check_key, check_keys, record_use, revoked_among
+from service.store.keys import KeyCheck, Limits, check_key, check_keys, record_use
 from service.store.limits import DAY_S, SWEEP_CHANCE, Limit, fixed_window, month_window, sums, sweep, take, take_each
-from service.store.unrecorded import Unrecorded
 from service.worker.errors import Forbidden, RequestError
 
 
@@ -87,7 +84,7 @@ class Access:
         self.store = store
         self.metrics = metrics
         at_once = self._admit_at_once if store.dialect == "postgresql" else None
-        self.batches: Batches[Asked, Client] = Batches(store, self._admit, at_once, Unrecorded(usage_of))
+        self.batches: Batches[Asked, Client] = Batches(store, self._admit, at_once)
         self.keys: dict[str, tuple[KeyCheck, float]] = {}  # a known key, and until when its id and limits are trusted
 
     async def admit(self, request: Request, key: object, used: int) -> Client:
@@ -102,39 +99,37 @@ class Access:
         return client
 
     def _admit(self, connection: Connection, batch: list[Asked]) -> list[Client | RequestError]:
-        """In the batch's transaction (the batches' thread alone runs it): the clients, their keys found unrevoked
-        (one statement), then the limits' counts of each subject (a key or an address: one statement while its
-        requests fit, subjects in order, so that two workers' batches never wait for each other in a cycle)."""
-        now = self.swept(connection)
-        answers = self.clients_of(connection, batch, now)
-        driver = Driver(connection)  # the statements of every batch, run without SQLAlchemy's work
-        revoked = revoked_among(driver, key_ids(answers))
+        """In the batch's transaction (the batches' thread alone runs it): the clients, their keys' usage, which
+        also says whether each key is still unrevoked (one statement a key), then the limits' counts of each subject
+        (a key or an address: one statement while its requests fit). Rows are locked in one order, usage by key id
+        then counters by subject, so that two workers' batches never wait for each other in a cycle."""
+        now = time.time()
+        if random.random() < SWEEP_CHANCE:
+            sweep(connection, now - self.settings.limit_window_s)  # windows a while over: none is taken from again
+        answers = self.clients(batch, self.known(connection, self.named(batch), now))
+        admitted = [(answer, asked.used) for answer, asked in zip(answers, batch) if isinstance(answer, Client)]
+        revoked = {key_id for key_id, (requests, used) in usage(admitted).items()
+                   if not record_use(connection, key_id, requests, used, unless_revoked=True)}
+        for i, answer in enumerate(answers):
+            if isinstance(answer, Client) and answer.key_id in revoked:
+                answers[i] = Forbidden("API key revoked")
         self.keys = {key: known for key, known in self.keys.items() if known[0].id not in revoked}
-        answers = [Forbidden("API key revoked") if isinstance(a, Client) and a.key_id in revoked else a
-                   for a in answers]
-        self.take_limits(driver, batch, answers, now)
+        refused = self.take_limits(connection, batch, answers, now)
+        for key_id, (requests, used) in usage(refused).items():  # their usage given back
+            record_use(connection, key_id, -requests, -used)
         return answers
 
     def _admit_at_once(self, connection: Connection, batch: list[Asked]) -> list[Client | RequestError] | None:
         """The batch in one statement of its own (service.store.at_once), when each key is unrevoked and each
-        request fits its limits; else None, and _admit's transaction admits it."""
-        now = self.swept(connection)
-        answers = self.clients_of(connection, batch, now)
-        subjects = [(client.owner, client.key_id, sums(wanted))
-                    for client, _, wanted in self.subjects(batch, answers, now)]
-        return answers if take_all(connection, key_ids(answers), subjects) else None
-
-    def swept(self, connection: Connection) -> float:
-        """Now, once the counters of windows a while over are deleted (now and then: none is taken from again),
-        before the batch locks any row."""
+        request fits its limits; else None, and _admit's transaction admits it (and sweeps, when its turn comes)."""
         now = time.time()
         if random.random() < SWEEP_CHANCE:
-            sweep(connection, now - self.settings.limit_window_s)
-        return now
-
-    def clients_of(self, connection: Connection, batch: list[Asked], now: float) -> list[Client | RequestError]:
-        """clients() of the batch, the keys it names read when not known (known())."""
-        return self.clients(batch, self.known(connection, self.named(batch), now))
+            return None
+        answers = self.clients(batch, self.known(connection, self.named(batch), now))
+        admitted = [(answer, asked.used) for answer, asked in zip(answers, batch) if isinstance(answer, Client)]
+        subjects = [(client.owner, client.key_id, sums(wanted))
+                    for client, _, wanted in self.subjects(batch, answers, now)]
+        return answers if take_all(connection, usage(admitted), subjects) else None
 
     def named(self, batch: list[Asked]) -> set[str]:
         """The keys the batch names, when keys are on."""
@@ -142,7 +137,7 @@ class Access:
 
     def known(self, connection: Connection, keys: set[str], now: float) -> dict[str, KeyCheck]:
         """The keys of `keys` that the store knows: what this worker read of them in the last KEY_TRUST_S seconds,
-        the others read in one statement (whether a known key is revoked since is read with every batch)."""
+        the others read in one statement (a revoked key is found revoked by record_use)."""
         if not keys:
             return {}
         found = {key: self.keys[key][0] for key in keys if key in self.keys and self.keys[key][1] >= now}
@@ -167,14 +162,18 @@ class Access:
                 answers.append(refused)
         return answers
 
-    def take_limits(self, driver: Driver, batch: list[Asked], answers: list[Client | RequestError],
-                    now: float) -> None:
-        """Each client's limits taken, subject by subject; the answers of those refused become TooManyRequests."""
+    def take_limits(self, connection: Connection, batch: list[Asked], answers: list[Client | RequestError],
+                    now: float) -> list[tuple[Client, int]]:
+        """Each client's limits taken, subject by subject; the answers of those refused become TooManyRequests:
+        their clients and characters."""
+        refused: list[tuple[Client, int]] = []
         for client, indexes, wanted in self.subjects(batch, answers, now):
-            for i, over in zip(indexes, take_each(driver, client.owner, wanted)):
+            for i, over in zip(indexes, take_each(connection, client.owner, wanted)):
                 if over:
                     self.metrics.limited.labels(over.kind).inc()
+                    refused.append((client, batch[i].used))
                     answers[i] = TooManyRequests(over, now)
+        return refused
 
     def subjects(self, batch: list[Asked], answers: list[Client | RequestError],
                  now: float) -> list[tuple[Client, list[int], list[list[tuple[Limit, int]]]]]:
@@ -215,10 +214,10 @@ class Access:
             return
 
         def count() -> None:
-            with self.store.transaction() as session:  # counters, then usage: no transaction locks the other way
+            with self.store.transaction() as session:  # usage, then counters: the order of _admit's locks
+                record_use(session, client.key_id, 0, used)
                 take(session, client.owner, [(limit, used) for limit in self.limits(time.time(), client.limits)
                                              if limit.kind == "chars"], within=False)
-                record_use(session, client.key_id, 0, used)
 
         await asyncio.to_thread(count)
         self.metrics.key_characters.inc(used)
@@ -227,19 +226,15 @@ class Access:
         self.batches.close()
 
 
-def key_ids(answers: list[Client | RequestError]) -> set[int]:
-    """The keys of the admitted requests among `answers`."""
-    return {answer.key_id for answer in answers if isinstance(answer, Client) and answer.key_id is not None}
-
-
-def usage_of(batch: list[Asked], answers: list[Client | Exception]) -> dict[int, tuple[int, int]]:
-    """The requests and characters of each key among a committed batch's admitted requests, by key id."""
+def usage(admitted: list[tuple[Client, int]]) -> dict[int, tuple[int, int]]:
+    """The requests and characters of each key among `admitted` (clients and their characters), by key id in
+    order."""
     counts: dict[int, tuple[int, int]] = {}
-    for asked, answer in zip(batch, answers):
-        if isinstance(answer, Client) and answer.key_id is not None:
-            requests, characters = counts.get(answer.key_id, (0, 0))
-            counts[answer.key_id] = (requests + 1, characters + asked.used)
-    return counts
+    for client, used in admitted:
+        if client.key_id is not None:
+            requests, characters = counts.get(client.key_id, (0, 0))
+            counts[client.key_id] = (requests + 1, characters + used)
+    return dict(sorted(counts.items()))
 
 
 def known(found: KeyCheck | None) -> KeyCheck:
