@@ -635,6 +635,12 @@ QUESTIONS = [
         headline=(5,),
     ),
     Question(
+        "The engine's arena and graphs at the speed it had",
+        "The CPU arena's regions doubling, no memory patterns on the CPU and the graphs made in a process of their "
+        "own, against the code before them (56e601a), greedy and beam 4 at batch 1 and 64, CPU time, one thread.",
+        "the code before", ("checkouts-arena-fp32.json", "checkouts-arena-int8.json"), checkouts,
+    ),
+    Question(
         "Where a beam-4 step's time goes",
         "Our translator at batch 64, beam 4, one thread: the share of the time ONNX Runtime's sessions take, and the "
         "whole against CTranslate2's on the same sentences.",
