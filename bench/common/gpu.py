@@ -12,6 +12,7 @@ from bench.common.machine import environment
 from bench.common.sentences import batches
 from core.folder import FolderConfig
 from core.search import SearchOptions
+from service.engine.cache_graphs import select_graph
 from service.engine.sessions import running_provider
 from service.settings import Settings
 
@@ -61,7 +62,7 @@ def with_fp16(folder: Path, scratch: Path) -> Path:
 def exit_without_gpu(command: str, profiler: bool = False) -> None:
     """Where ONNX Runtime's CUDA provider is not usable (or, with `profiler`, torch sees no GPU, whose CUPTI its
     profiler reads): one line saying that `command` needs a GPU and why, then exit status 2."""
-    provider = running_provider("auto")
+    provider = running_provider("auto", select_graph(1))
     why = None if provider == "CUDAExecutionProvider" else f"CUDA is not usable here, ONNX Runtime runs on {provider}"
     if why is None and profiler:
         import torch
