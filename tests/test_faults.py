@@ -49,6 +49,9 @@ SENTENCES = [
     "Workers build a wall of bricks.",
 ]
 SIXTY_FOUR = " ".join(SENTENCES * 4)  # 64 sentences in one text
+# 64 sentences of two clauses each: about twice the cache a row of SIXTY_FOUR's holds
+SIXTY_FOUR_LONG = " ".join(f"{first[:-1]}, and {second[0].lower()}{second[1:]}"
+                           for first, second in zip(SENTENCES * 4, (SENTENCES[1:] + SENTENCES[:1]) * 4))
 
 
 # --- talking to a server --------------------------------------------------------------------------------
@@ -430,7 +433,8 @@ def test_the_memory_of_a_heavy_request_is_given_back_once_idle(shipped_server: R
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        response = httpx.post(url + "/translate", json=body(SIXTY_FOUR, beam_size=8, alternatives=3), timeout=TIMEOUT)
+        response = httpx.post(url + "/translate", json=body(SIXTY_FOUR_LONG, beam_size=8, alternatives=3),
+                              timeout=TIMEOUT)
     finally:
         stop.set()
         watcher.join()
@@ -445,7 +449,7 @@ def test_the_memory_of_a_heavy_request_is_given_back_once_idle(shipped_server: R
         time.sleep(0.25)
         now = resident_bytes(pid)
     report = f"idle {idle / mib:.0f} MiB, peak {max(peak) / mib:.0f} MiB, then {now / mib:.0f} MiB"
-    assert grown > 32 * mib, "the heavy request did not grow the process: a weak test; " + report
+    assert grown > 64 * mib, "the heavy request did not grow the process: a weak test; " + report
     assert now <= back, report
 
 
