@@ -21,7 +21,8 @@ from tempfile import TemporaryDirectory
 
 import service
 
-CACHE_GRAPHS = ("select", "join", "fit")  # built for every step; "move" only beside our kernels' step
+CACHE_GRAPHS = ("select", "join", "fit")  # built for every step
+MOVE = "move"  # the cache graph of our kernels, beside their step
 STEP = "step"  # the step with our kernels
 REFUSED = "refused.txt"  # why the step could not take our kernels
 GRAPH_REFUSED = 2  # the exit status of a child that refused the folder's step (the reason its last line)
@@ -53,7 +54,7 @@ def prepared_graphs(model_dir: Path, decoder: str, kernels: bool) -> PreparedGra
         if done.returncode != 0:
             raise RuntimeError(f"the graphs of {model_dir / decoder} could not be prepared: {last}")
         folder = Path(out)
-        read = {name: path.read_bytes() for name in [*CACHE_GRAPHS, "move", STEP]
+        read = {name: path.read_bytes() for name in [*CACHE_GRAPHS, MOVE, STEP]
                 if (path := folder / f"{name}.onnx").exists()}
         refused = folder / REFUSED
         return PreparedGraphs(**read, refused=refused.read_text() if refused.exists() else None)
@@ -77,12 +78,12 @@ def prepare(model_dir: Path, decoder: str, out: Path, kernels: bool) -> None:
                          "positions); export its model.pt again with `python -m export`")
     caches = [x for x in step.graph.input if x.name.startswith(f"{GraphIO.SELF}_")]
     count, dtype = len(caches), caches[0].type.tensor_type.elem_type
-    for name, graph in [("select", select_graph), ("join", join_graph), ("fit", fit_graph)]:
+    for name, graph in zip(CACHE_GRAPHS, (select_graph, join_graph, fit_graph), strict=True):
         (out / f"{name}.onnx").write_bytes(graph(count, dtype))
     if kernels:
         try:
             (out / f"{STEP}.onnx").write_bytes(with_kernels(step).SerializeToString())
-            (out / "move.onnx").write_bytes(move_graph(count))
+            (out / f"{MOVE}.onnx").write_bytes(move_graph(count))
         except KernelsRefused as why:
             (out / REFUSED).write_text(str(why))
 

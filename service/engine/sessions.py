@@ -18,7 +18,7 @@ import onnxruntime as ort
 
 from core.folder import NUMPY_TYPES, FolderConfig, GraphIO
 from service.engine.config import ModelOptions
-from service.engine.kernels import built_library
+from service.engine.kernels import KernelsRefused, built_library
 from service.engine.prepare import PreparedGraphs, prepared_graphs
 
 log = logging.getLogger(__name__)
@@ -135,6 +135,8 @@ class ModelSessions:
         # (docs/decisions.md).
         self.session_options = session_options(threads, optimization, False, self.on_gpu)
         self.step_options = session_options(threads, optimization, options.spin_threads, self.on_gpu)
+        # a step rewritten and loaded as bytes finds a large model's weights, its external data, in the folder
+        self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
         self.kernel_options = session_options(threads, optimization, False, self.on_gpu)  # a cache graph of ours
         self.encoder = self._session(graphs["encoder"])
         self.kernels = False  # whether the step runs our kernels (service.engine.kernels) or as exported
@@ -171,16 +173,15 @@ class ModelSessions:
             library, step = built_library(), self.prepared.step
             try:
                 if library is None:
-                    raise ValueError("not built (`make serve` builds them: python -m service.engine.kernels.build)")
+                    raise KernelsRefused("not built (`make serve` builds them: python -m service.engine.kernels.build)")
                 if step is None:
-                    raise ValueError(self.prepared.refused)  # a graph not ours: why
-                self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
+                    raise KernelsRefused(self.prepared.refused)  # a graph not ours: why
                 self.step_options.register_custom_ops_library(str(library))
                 session = self._session(step, self.step_options)
                 self.kernel_options.register_custom_ops_library(str(library))
                 self.kernels = True
                 return session
-            except (ValueError, *ORT_ERRORS) as why:  # not built, a graph not ours, a library ONNX Runtime refuses
+            except (KernelsRefused, *ORT_ERRORS) as why:  # a library ONNX Runtime refuses too
                 log.warning("our kernels not used for %s: %s", self.model_dir / graph, why)
             finally:
                 self.prepared.step = None  # its bytes are the session's now
@@ -194,7 +195,6 @@ class ModelSessions:
         from service.engine.cuda_step import probe_feeds, with_skip_layer_norms
 
         try:
-            self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
             step = onnx.load(str(self.model_dir / graph), load_external_data=False)  # its weights where they are
             fused_graph = with_skip_layer_norms(step).SerializeToString()
             session = self._session(fused_graph, self.step_options)

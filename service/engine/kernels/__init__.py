@@ -19,6 +19,11 @@ SLOT_ROWS = "slot_rows"  # the inputs that the rewrite adds to the step (service
 CROSS_FROM = "cross_from"
 
 
+class KernelsRefused(ValueError):
+    """The kernels cannot run this step: the library is not built, or the graph is not the exported step whose
+    attention they replace (service.engine.kernels.graph)."""
+
+
 def built_library() -> Path | None:
     """The kernels' library when it has been built (and is not older than its source), else None."""
     if LIBRARY.exists() and LIBRARY.stat().st_mtime >= SOURCE.stat().st_mtime:

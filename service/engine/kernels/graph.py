@@ -24,11 +24,7 @@ import onnx
 from onnx import NodeProto, helper
 
 from core.folder import GraphIO
-from service.engine.kernels import CROSS_FROM, DOMAIN, SLOT_ROWS
-
-
-class KernelsRefused(ValueError):
-    """The graph is not the exported step these kernels replace the attention of."""
+from service.engine.kernels import CROSS_FROM, DOMAIN, SLOT_ROWS, KernelsRefused
 
 
 def with_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
