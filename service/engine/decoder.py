@@ -31,8 +31,9 @@ NO_TABLE = np.zeros((0, 0), dtype=np.int64)
 NO_CROSS = np.zeros(0, dtype=np.int64)
 
 # The padded source tokens the encoder runs on at a time on the CPU (encode): its activations' memory is bounded by
-# them rather than by the batch
-ENCODE_TOKENS = 256
+# them rather than by the batch, and a run's activations stay in the core's cache (runs of 64 tokens measured faster
+# than of 128 to 1,024: docs/decisions.md)
+ENCODE_TOKENS = 64
 
 # The first self-attention cache's slots with our kernels at a few rows: a growth (a copy of the cache, its bindings
 # anew) costs more there than slots no step reads (docs/decisions.md)
@@ -446,21 +447,41 @@ def eager_decoder(model: ModelSessions) -> EagerDecoder:
 
 
 def encode(model: ModelSessions, src: np.ndarray, src_mask: np.ndarray) -> list[ort.OrtValue]:
-    """The encoder keys/values of sentences src (N, S), one row each, on the device. On the CPU the encoder runs on
-    at most ENCODE_TOKENS padded source tokens at a time, each run writing its rows of the keys/values in place: the
-    encoder's activations at a whole batch would take several times the memory of its keys/values. (Not where a
-    sentence's encoding depends on the others in the run: a dynamically quantized graph's.)"""
-    if model.on_gpu or not model.encodes_apart:
+    """The encoder keys/values of sentences src (N, S), one row each, on the device.
+
+    On the CPU the encoder runs on the sentences shortest first, at most ENCODE_TOKENS padded source tokens at a
+    time, each run padded only to its own longest sentence (encode_lengths): its activations at a whole batch would
+    take several times the memory of its keys/values, and a batch's padding is most of its tokens where lengths are
+    mixed. A sentence's keys/values past its run's padding are zeros, which the attention masks. (An int8 graph's
+    dynamic quantization scales each activation by its run's range: there a sentence's encoding depends on the
+    sentences of similar length it runs with.)"""
+    if model.on_gpu:
         return encode_rows(model, src, src_mask)
     cfg = model.model_config
     shape = (len(src), cfg.n_heads, src.shape[1], cfg.d_head)
     cross_kv = [cpu_tensor(shape, model.cache_type) for _ in model.cross_names]
-    rows = max(1, ENCODE_TOKENS // max(1, src.shape[1]))
-    for start in range(0, len(src), rows):
-        end = min(start + rows, len(src))
-        into = [row_range(value, start, end) for value in cross_kv]
-        encode_rows(model, src[start:end], src_mask[start:end], into)
+    runs = encode_runs(src_mask)
+    if len(runs) == 1:  # one run, of the whole batch as it is: written in place
+        return encode_rows(model, src, src_mask, cross_kv)
+    held = [value.numpy() for value in cross_kv]
+    for rows, length in runs:
+        for whole, part in zip(held, encode_rows(model, src[rows, :length], src_mask[rows, :length])):
+            whole[rows, :, :length] = part.numpy()
+            whole[rows, :, length:] = 0
     return cross_kv
+
+
+def encode_runs(src_mask: np.ndarray) -> list[tuple[np.ndarray, int]]:
+    """The encoder's runs over a batch on the CPU: the rows of each, shortest sentences first, and the length they
+    are padded to (their longest), each run at most ENCODE_TOKENS padded tokens or one sentence."""
+    lengths = src_mask.shape[1] - np.argmax(src_mask[:, ::-1], axis=1)  # past each sentence's last token
+    order = np.argsort(lengths, kind="stable")
+    runs, start = [], 0
+    for end in range(1, len(order) + 1):
+        if end == len(order) or (end + 1 - start) * lengths[order[end]] > ENCODE_TOKENS:
+            runs.append((order[start:end], int(lengths[order[end - 1]])))
+            start = end
+    return runs
 
 
 def encode_rows(model: ModelSessions, src: np.ndarray, src_mask: np.ndarray,

@@ -112,9 +112,6 @@ class ModelSessions:
         if precision not in self.config.graphs:
             raise ValueError(f"{self.model_dir} has no {precision} graphs; it has {sorted(self.config.graphs)}")
         self.precision = precision
-        # whether a sentence's encoding is its own, whatever else the encoder runs on at once: not in the int8
-        # graphs, whose dynamic quantization scales each activation by the whole run's range
-        self.encodes_apart = precision != "int8"
         graphs = self.config.graphs[precision]
         # with our kernels' step where they are asked for and built (a GPU session then runs the step as exported)
         self.prepared: PreparedGraphs = prepared_graphs(self.model_dir, graphs["decoder"],
