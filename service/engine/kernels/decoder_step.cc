@@ -12,7 +12,8 @@
 //     slot of row i (slot j at slot_rows[i, j], j < positions[i]); empty, each row holds its own. A beam reorder then
 //     reorders this table, not the caches: beams that share a parent read its slots where they are.
 // ours.DecoderCrossAttention(q, cross_k, cross_v, src_mask, cross_from) -> out
-//     The same over the encoder's keys and values (M, H, S, Dh), at the source positions src_mask (N, S) keeps.
+//     The same over the encoder's keys and values (M, H, S, Dh), at the source positions src_mask (N, S) keeps (a
+//     row reads no further than its last kept position: a batch's padding after it costs nothing).
 //     cross_from (N,) int64, or empty (0,): the row of cross_k and cross_v that row i reads (empty: its own, M = N).
 //     A beam sentence's rows read one row of keys and values, held once a sentence, not once a beam.
 // ours.TopLogSoftmax(logits, width) -> top_logp, top_tokens
@@ -155,6 +156,9 @@ struct Rows {
       for (int64_t j = 0; j < positions[r]; ++j) at[j] = (slot_rows[r * slot_columns + j] * heads * length + j) * dh;
       at[positions[r]] = (r * heads * length + positions[r]) * dh;  // the slot written now, in its own row
     }
+    // cross-attention: the source positions up to the row's last one kept (the padding after it weighs nothing)
+    int64_t kept = length;
+    while (mask && kept > 0 && !mask[r * length + kept - 1]) --kept;
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t head = r * heads + h, cache = head * length * dh;
       if (positions) {
@@ -170,7 +174,7 @@ struct Rows {
         }
       } else {
         const int64_t from = ((cross_from ? cross_from[r] : r) * heads + h) * length * dh;
-        attend<false>(Q + head * dh, K + from, V + from, nullptr, length, dh, mask + r * length, out + head * dh,
+        attend<false>(Q + head * dh, K + from, V + from, nullptr, kept, dh, mask + r * length, out + head * dh,
                       weights.data());
       }
     }
