@@ -172,12 +172,15 @@ class Settings(BaseSettings):
     )
     max_header_fields: int = Field(100, ge=1, description="header fields of one request; more get 431")
     keep_alive_s: float = Field(
-        5.0, gt=0, description="how long a connection may stay idle, before its first request or between two; "
-        "then it closes"
+        75.0, gt=0, description="how long a connection may stay idle after an answer; then it closes. Keep it "
+        "longer than any client or proxy in front keeps an idle connection to reuse (a client polling at a fixed "
+        "interval, a load balancer's idle timeout, nginx's upstream `keepalive_timeout`): a connection closed just "
+        "as such a client sends its next request on it loses that request"
     )
     header_timeout_s: float = Field(
-        10.0, gt=0, description="how long a request's head may take from its first byte; then 408 and its "
-        "connection closes (a client sending a byte now and then holds no connection)"
+        10.0, gt=0, description="how long a new connection may wait before it sends its first request (then it "
+        "closes), and a request's head may take from its first byte (then 408 and its connection closes; a client "
+        "sending a byte now and then holds no connection)"
     )
     body_timeout_s: float = Field(
         30.0, gt=0, description="how long a request's body may take after its head; then 408 and its connection "

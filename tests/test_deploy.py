@@ -807,16 +807,48 @@ def test_deploy_readme_names_every_compose_variable_and_command():
             assert " ".join(f"-f {f}" for f in files) in readme, files
 
 
-def test_nginx_conf_is_rendered_from_the_default_settings(monkeypatch: pytest.MonkeyPatch):
-    """deploy/nginx/nginx.conf is what `python deploy/nginx/render.py` writes with the defaults: nginx takes the
-    largest body a replica takes, and waits as long as a replica may work."""
-    for name in [n for n in os.environ if n.startswith("TRANSLATOR_")]:
-        monkeypatch.delenv(name)
+def render_module():
+    """deploy/nginx/render.py, as a module."""
     spec = importlib.util.spec_from_file_location("render", ROOT / "deploy/nginx/render.py")
     render = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(render)
+    return render
+
+
+def test_nginx_conf_is_rendered_from_the_default_settings(monkeypatch: pytest.MonkeyPatch):
+    """deploy/nginx/nginx.conf is what `python deploy/nginx/render.py` writes with the defaults: nginx takes the
+    largest body a replica takes, waits as long as a replica may work, and keeps a client's idle connection as long
+    as a replica would."""
+    for name in [n for n in os.environ if n.startswith("TRANSLATOR_")]:
+        monkeypatch.delenv(name)
     settings = Settings()
-    assert NGINX_CONFIG.read_text() == render.render(settings), "run `python deploy/nginx/render.py`"
+    assert NGINX_CONFIG.read_text() == render_module().render(settings), "run `python deploy/nginx/render.py`"
     conf = NGINX_CONFIG.read_text()
     assert f"client_max_body_size {settings.max_file_bytes};" in conf
     assert int(re.search(r"proxy_read_timeout (\d+)s;", conf)[1]) >= settings.engine_timeout_s
+    server = conf[conf.index("server {"):]
+    assert re.findall(r"keepalive_timeout (\d+)ms;", server) == [str(round(settings.keep_alive_s * 1000))]
+
+
+@pytest.mark.parametrize("keep_alive_s", [Settings.model_fields["keep_alive_s"].default, 0.3])
+def test_nginx_drops_an_idle_connection_to_a_replica_before_the_replica_would(keep_alive_s: float):
+    """A connection that the replica closes just as nginx sends a request on it loses that request."""
+    conf = render_module().render(Settings(keep_alive_s=keep_alive_s))
+    (upstream,) = re.findall(r"upstream translator \{[^}]*\}", conf)
+    (milliseconds,) = re.findall(r"keepalive_timeout (\d+)ms;", upstream)
+    assert 0 < int(milliseconds) <= keep_alive_s * 1000 / 2
+
+
+def test_the_default_keep_alive_outlasts_the_idle_reuse_of_common_proxies_and_clients():
+    """The service keeps an idle connection open longer than these keep one to send their next request on, by
+    default (their documentation's figures; httpx's read from it): a connection closed just as one of them sends a
+    request on it loses that request (Node's http agent: "socket hang up")."""
+    reuse_s = {
+        "nginx, upstream keepalive_timeout": 60,
+        "AWS Application Load Balancer, idle timeout": 60,
+        "deepl-node, a document's status polled every": 5,
+        "Node's http.globalAgent, timeout": 5,
+        "undici (Node's fetch), keepAliveTimeout": 4,
+        "httpx, keepalive_expiry": httpx.Limits().keepalive_expiry,
+    }
+    assert Settings.model_fields["keep_alive_s"].default > max(reuse_s.values())

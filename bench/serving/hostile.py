@@ -11,7 +11,7 @@ files: the status of each file-name case: uploads of 日本語.txt, a 300-charac
     download of the first, of a 5,000-character name, a token that is no token (no 500). A refused upload
     leaves no folder.
 idle: 1,000 connections that send nothing and 200 that send a header byte a second (slowloris): how long the service
-    holds them (TRANSLATOR_KEEP_ALIVE_S and TRANSLATOR_HEADER_TIMEOUT_S).
+    holds them (TRANSLATOR_HEADER_TIMEOUT_S, both).
 drain: 16 keep-alive clients through a SIGTERM drain, then through the engine process's death (SIGKILL): requests on
     a reused connection that got a reset or EOF instead of an answer (goal 0), 503s without
     Connection: close, new connections refused or reset as the port closed (allowed).

@@ -29,6 +29,8 @@ def limits(settings: Settings) -> dict[str, int]:
         "body_timeout_s": math.ceil(settings.body_timeout_s),
         "header_timeout_s": math.ceil(settings.header_timeout_s),
         "max_header_bytes": settings.max_header_bytes,
+        "keep_alive_ms": math.ceil(settings.keep_alive_s * 1000),
+        "upstream_keep_alive_ms": max(1, math.floor(settings.keep_alive_s * 1000 / 2)),
         "read_timeout_s": math.ceil(settings.engine_timeout_s * max(document_requests, 1)),
     }
 

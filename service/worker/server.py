@@ -9,8 +9,9 @@ and adds the rest (HttpLimits, from the settings), without losing throughput (be
 
 - a head of more than max_header_bytes or max_header_fields: 431, and the connection closes (its bytes are counted
   as they arrive, so a worker holds at most the limit plus one read of a head, whatever its client sends);
-- a connection idle for keep_alive_s, before its first request too: closed; a head not in within header_timeout_s
-  of its first byte, or a body within body_timeout_s of its head: 408, and the connection closes;
+- a new connection that sends nothing within header_timeout_s, or one idle for keep_alive_s after an answer:
+  closed; a head not in within header_timeout_s of its first byte, or a body within body_timeout_s of its head: 408,
+  and the connection closes;
 - a Transfer-Encoding other than chunked (gzip, chunked included): 501, and the connection closes;
 - an Upgrade (WebSocket, h2c) is not taken: the request is answered over HTTP/1.1 and the connection closes after.
 
@@ -92,7 +93,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+        self.close_when_idle()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.disarm()
@@ -121,8 +122,13 @@ class BoundedHttpProtocol(HttpToolsProtocol):
                 self.refuse(self.head_too_large())
                 return
         if not (self.reading_head or self.deadline is not None or self.answering() or self.transport.is_closing()):
-            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
-                                                                self.timeout_keep_alive_handler)
+            self.close_when_idle()
+
+    def close_when_idle(self) -> None:
+        """Close the connection unless a request begins in time: within header_timeout_s before its first request,
+        keep_alive_s after one (as uvicorn arms it after each answer)."""
+        seconds = self.limits.header_timeout_s if self.cycle is None else self.timeout_keep_alive
+        self.timeout_keep_alive_task = self.loop.call_later(seconds, self.timeout_keep_alive_handler)
 
     def shutdown(self) -> None:
         """uvicorn stops: a connection answering closes after its answer, as in uvicorn; an idle one is given
