@@ -208,6 +208,18 @@ def profile(results: list[dict]) -> list[Figure]:
     return figures
 
 
+def projection_bound(results: list[dict]) -> list[Figure]:
+    figures = []
+    for run in results[0]["runs"]:
+        search = "greedy" if run["beam"] == 1 else f"beam {run['beam']}"
+        what = f"{search}, batch {run['batch_size']}"
+        for engine, name in (("ours", "ours"), ("ctranslate2", "CTranslate2")):
+            seconds = run["engine_s"][engine]
+            figures.append(Figure(f"{what}: {name}", f"{seconds:.2f} s",
+                                  f"the bound ({run['bound_s']:.2f} s) is {run['bound_share'][engine]:.2f} of it"))
+    return figures
+
+
 def spin(results: list[dict]) -> list[Figure]:
     engines_result, *served = results
     rows = {(r["engine"], r["beam_size"], r["batch_size"]): r for r in engines_result["summary"]}
@@ -639,6 +651,14 @@ QUESTIONS = [
         "The CPU arena's regions doubling, no memory patterns on the CPU and the graphs made in a process of their "
         "own, against the code before them (56e601a), greedy and beam 4 at batch 1 and 64, CPU time, one thread.",
         "the code before", ("checkouts-arena-fp32.json", "checkouts-arena-int8.json"), checkouts,
+    ),
+    Question(
+        "The output projection's bound at batch 64",
+        "The output projection alone (ONNX Runtime's MatMul or PyTorch's, the faster at each row count), for every "
+        "decoder step our translator takes over the test sentences at batch 64 in corpus order, against each "
+        "engine's time on the same batches, fp32, one thread.",
+        "the bound: the engine's time if the rest of the work were free", ("projection-bound.json",),
+        projection_bound,
     ),
     Question(
         "Where a beam-4 step's time goes",

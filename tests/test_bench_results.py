@@ -41,3 +41,28 @@ def test_tree_memory_counts_the_children():
         assert peak >= tree
     finally:
         parent.communicate("\n", timeout=30)
+
+
+def test_the_projection_bound_is_the_faster_library_at_each_row_count_summed_over_the_steps():
+    from collections import Counter
+
+    from bench.offline.projection_bound import products
+
+    measured = products(Counter({1: 3, 4: 2}), d_model=16, vocab=64, threads=1)
+    libraries = measured["library_s"]
+    assert set(libraries) == {"onnxruntime", "pytorch"}
+    assert 0 < measured["bound_s"] <= min(libraries.values())
+
+
+def test_the_projection_bound_counts_the_rows_of_every_decoder_step(tiny_model_dir):
+    from bench.offline.projection_bound import step_rows
+    from core.search import SearchOptions
+    from service.translator import Translator
+
+    translator = Translator(tiny_model_dir, "fp32", provider="cpu", threads=1)
+    texts = ["a b c", "d e", "f"]
+    greedy = step_rows(translator, texts, SearchOptions(max_length=6), batch_size=3)
+    beam = step_rows(translator, texts, SearchOptions(beam_size=2, max_length=6), batch_size=3)
+    assert greedy and greedy[0] == 3 and all(0 < rows <= 3 for rows in greedy)
+    assert beam and beam[0] == 6 and all(0 < rows <= 6 for rows in beam)
+    assert greedy == sorted(greedy, reverse=True)  # a finished sentence leaves, none joins
