@@ -66,7 +66,8 @@ def test_each_attention_and_the_top_k_is_one_operator_of_ours(graphs):
     ops = [node.op_type for node in onnx.load(str(graphs["kernels"])).graph.node]
     assert ops.count("DecoderSelfAttention") == ops.count("DecoderCrossAttention") == 2
     assert ops.count("TopLogSoftmax") == 1
-    assert not {"Attention", "ScatterND", "LogSoftmax", "TopK"} & set(ops)
+    assert ops.count("AddLayerNorm") == 2 * 3  # each post-LN sub-layer's residual sum and its LayerNorm
+    assert not {"Attention", "ScatterND", "LogSoftmax", "TopK", "LayerNormalization"} & set(ops)
     exported = [node.op_type for node in onnx.load(str(graphs["export"])).graph.node]
     assert len(ops) < len(exported) - 20  # the slot index, the masks and the reshapes went with them
 
@@ -80,6 +81,53 @@ def test_the_kernels_compute_the_exported_step(library, graphs, model, rows):
     assert same["caches_max_abs_diff"] < 1e-6  # each row's slot written in place, the others left as they were
     assert same["top_tokens_equal"] == 1.0  # all of the top-k, in order
     assert same["top_logp_max_abs_diff"] < 1e-5
+
+
+def test_a_pre_ln_steps_sums_stay_as_they_are_and_it_computes_the_exported_step(library, tmp_path):
+    """A pre-LN layer's residual sum is read by the next sum too, not by a LayerNorm alone: not fused. Only the last
+    sum is, with the decoder's final LayerNorm."""
+    torch.manual_seed(1)
+    pre_ln = Transformer(preset("tiny", vocab_size=90, n_layers=2, pre_norm=True)).eval()
+    export, kernels = tmp_path / "export.onnx", tmp_path / "kernels.onnx"
+    export_decoder(pre_ln, export)
+    onnx.save(with_kernels(onnx.load(str(export))), str(kernels))
+    ops = [node.op_type for node in onnx.load(str(kernels)).graph.node]
+    assert ops.count("AddLayerNorm") == 1 and ops.count("LayerNormalization") == 2 * 3
+    arrays = step_arrays(Bucket(5, slots=16, source=11), pre_ln.cfg, np.random.default_rng(5))
+    same = agreement(BoundStep(export, arrays).run(), BoundStep(kernels, arrays).run())
+    assert same["logits_max_abs_diff"] < 1e-4 and same["top_tokens_equal"] == 1.0
+
+
+def add_layer_norm_graph(ours: bool, size: int, epsilon: float) -> bytes:
+    """LayerNormalization(x + skip) over the last axis: as exported (Add, LayerNormalization), or our AddLayerNorm."""
+    rng = np.random.default_rng(size)
+    weights = [onnx.numpy_helper.from_array(rng.standard_normal(size).astype(np.float32), name)
+               for name in ("scale", "bias")]
+    inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["n", size]) for name in ("x", "skip")]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", size])]
+    if ours:
+        nodes = [helper.make_node("AddLayerNorm", ["x", "skip", "scale", "bias"], ["y"], domain="ours",
+                                  epsilon=epsilon)]
+    else:
+        nodes = [helper.make_node("Add", ["x", "skip"], ["sum"]),
+                 helper.make_node("LayerNormalization", ["sum", "scale", "bias"], ["y"], axis=-1, epsilon=epsilon)]
+    graph = helper.make_graph(nodes, "add_layer_norm", inputs, outputs, weights)
+    imports = [helper.make_opsetid("", 23), helper.make_opsetid("ours", 1)]
+    return helper.make_model(graph, opset_imports=imports, ir_version=10).SerializeToString()
+
+
+@pytest.mark.parametrize("size, epsilon", [(256, 1e-5), (37, 1e-2)])
+def test_add_layer_norm_computes_the_sum_and_its_layer_norm(library, size, epsilon):
+    rng = np.random.default_rng(size)
+    x = (rng.standard_normal((9, size)) * 4 + 2).astype(np.float32)
+    skip = rng.standard_normal((9, size)).astype(np.float32)
+    x[0], skip[0] = 3.0, 0.5  # a row of equals: no variance, epsilon alone
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(str(library))
+    theirs, ours = (ort.InferenceSession(add_layer_norm_graph(mine, size, epsilon), options,
+                                         providers=["CPUExecutionProvider"]).run(None, {"x": x, "skip": skip})[0]
+                    for mine in (False, True))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ and attends with ONNX's Attention node, building an index and a mask for them, a
 portable, and what CUDA runs. On the CPU, ModelSessions instead registers the library built from decoder_step.cc
 (service.engine.kernels.build) and runs the same step with operators of ours in their place
 (service.engine.kernels.graph): each attention one kernel (the slot write, the dot products, the softmax and the
-weighted sum), and the best tokens' log-probabilities found without writing the vocabulary's (docs/decisions.md).
+weighted sum), a residual sum and its LayerNorm one kernel, and the best tokens' log-probabilities found without
+writing the vocabulary's (docs/decisions.md).
 """
 
 from __future__ import annotations

@@ -19,6 +19,10 @@
 // ours.TopLogSoftmax(logits, width) -> top_logp, top_tokens
 //     Each row's `width` (a (1,) int64) best tokens and their log-probabilities, best first, the lower token first
 //     among equals: TopK(LogSoftmax(logits), width), without the (N, V) log-probabilities written and read again.
+// ours.AddLayerNorm(x, skip, scale, bias; epsilon) -> y
+//     LayerNormalization(x + skip, scale, bias) over the last axis, epsilon its attribute: a post-LN layer's residual
+//     sum and the LayerNorm after it in one node (one pass over the sum fewer, and one node's overhead fewer, at a
+//     step of a few rows most of their time).
 // ours.MoveRows(x, rows, lengths) -> y
 //     x (N, H, L, Dh), rows (M,) int64 (M <= N), lengths (N,) int64: y[i] = x[rows[i]], of each head only the first
 //     lengths[rows[i]] slots (a self-attention cache's slots in use; the rest of the row is left as it was). In
@@ -388,6 +392,57 @@ struct TopLogSoftmaxKernel {
   }
 };
 
+// One row: its sum, its mean, the mean of its squared deviations from it (two passes: no cancellation), then each
+// element normalized, scaled and shifted.
+void add_layer_norm_row(const float* x, const float* skip, const float* scale, const float* bias, int64_t size,
+                        float epsilon, float* __restrict y) {
+  float total = 0.0f;
+  for (int64_t h = 0; h < size; ++h) {
+    y[h] = x[h] + skip[h];
+    total += y[h];
+  }
+  const float mean = total / static_cast<float>(size);
+  float deviations = 0.0f;
+  for (int64_t h = 0; h < size; ++h) deviations += (y[h] - mean) * (y[h] - mean);
+  const float inverse = 1.0f / std::sqrt(deviations / static_cast<float>(size) + epsilon);
+  for (int64_t h = 0; h < size; ++h) y[h] = (y[h] - mean) * inverse * scale[h] + bias[h];
+}
+
+// One row's work for ParallelFor, as Rows'.
+struct AddNormRows {
+  const float *x, *skip, *scale, *bias;
+  int64_t size;
+  float epsilon;
+  float* y;
+
+  static void run(void* rows, size_t row) { static_cast<AddNormRows*>(rows)->norm_row(static_cast<int64_t>(row)); }
+
+  void norm_row(int64_t r) { add_layer_norm_row(x + r * size, skip + r * size, scale, bias, size, epsilon, y + r * size); }
+};
+
+struct AddLayerNormKernel {
+  float epsilon;
+
+  AddLayerNormKernel(const OrtApi&, const OrtKernelInfo* info)
+      : epsilon(Ort::ConstKernelInfo(info).GetAttribute<float>("epsilon")) {}
+
+  void Compute(OrtKernelContext* context) {
+    Ort::KernelContext ctx(context);
+    auto x = ctx.GetInput(0), skip = ctx.GetInput(1), scale = ctx.GetInput(2), bias = ctx.GetInput(3);
+    const std::vector<int64_t> shape = x.GetTensorTypeAndShapeInfo().GetShape();
+    const int64_t size = shape.empty() ? 1 : shape.back();
+    const int64_t count = static_cast<int64_t>(x.GetTensorTypeAndShapeInfo().GetElementCount());
+    if (static_cast<int64_t>(skip.GetTensorTypeAndShapeInfo().GetElementCount()) != count ||
+        static_cast<int64_t>(scale.GetTensorTypeAndShapeInfo().GetElementCount()) != size ||
+        static_cast<int64_t>(bias.GetTensorTypeAndShapeInfo().GetElementCount()) != size) {
+      ORT_CXX_API_THROW("AddLayerNorm: skip must be x's shape, scale and bias its last axis", ORT_INVALID_ARGUMENT);
+    }
+    AddNormRows work{x.GetTensorData<float>(), skip.GetTensorData<float>(), scale.GetTensorData<float>(),
+                     bias.GetTensorData<float>(), size, epsilon, ctx.GetOutput(0, shape).GetTensorMutableData<float>()};
+    if (size > 0) ctx.ParallelFor(AddNormRows::run, static_cast<size_t>(count / size), 0, &work);
+  }
+};
+
 struct MoveRowsKernel {
   MoveRowsKernel(const OrtApi&, const OrtKernelInfo*) {}
 
@@ -445,6 +500,7 @@ Operator<SelfAttentionKernel> self_attention{
 Operator<CrossAttentionKernel> cross_attention{"DecoderCrossAttention", {FLOAT, FLOAT, FLOAT, BOOL, INT64}, {FLOAT}};
 Operator<TopLogSoftmaxKernel> top_log_softmax{"TopLogSoftmax", {FLOAT, INT64}, {FLOAT, INT64}};
 Operator<MoveRowsKernel> move_rows{"MoveRows", {FLOAT, INT64, INT64}, {FLOAT}};
+Operator<AddLayerNormKernel> add_layer_norm{"AddLayerNorm", {FLOAT, FLOAT, FLOAT, FLOAT}, {FLOAT}};
 
 }  // namespace
 
@@ -461,6 +517,7 @@ extern "C" OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options,
     ours->Add(&cross_attention);
     ours->Add(&top_log_softmax);
     ours->Add(&move_rows);
+    ours->Add(&add_layer_norm);
     return ours;
   }();
   Ort::UnownedSessionOptions(options).Add(*domain);

@@ -10,6 +10,8 @@ puts in their place
     ours.DecoderSelfAttention(q, k, v, self_k, self_v, positions, slot_rows) -> out, new_k, new_v
     ours.DecoderCrossAttention(q, cross_k, cross_v, src_mask, cross_from) -> out
     ours.TopLogSoftmax(logits, width) -> top_logp, top_tokens
+and each residual sum that a LayerNormalization alone reads (a post-LN sub-layer's) with that LayerNormalization as
+    ours.AddLayerNorm(x, skip, scale, bias; epsilon) -> y
 and drops what nothing reads any more (the index, the masks, the reshapes). slot_rows is an input the rewrite adds
 (SLOT_ROWS: which row of the caches holds each slot of a row, decoder_step.cc; an empty (0, 0) table: every row's
 slots its own, as the exported step reads them); so is cross_from (CROSS_FROM: the row of the encoder's keys and
@@ -25,6 +27,8 @@ from onnx import NodeProto, helper
 
 from core.folder import GraphIO
 from service.engine.kernels import CROSS_FROM, DOMAIN, SLOT_ROWS, KernelsRefused
+
+DEFAULT_EPSILON = 1e-5  # LayerNormalization's, where the node names none
 
 
 def with_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -69,6 +73,7 @@ def with_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
     replaced[log_softmax.output[0]] = None
     replaced[top_k.output[0]] = helper.make_node("TopLogSoftmax", [log_softmax.input[0], top_k.input[1]],
                                                  list(top_k.output), domain=DOMAIN, name="top_log_softmax_ours")
+    replaced.update(residual_norms(graph, producer))
 
     nodes = [replaced.get(node.output[0], node) for node in graph.node]
     del graph.node[:]
@@ -81,6 +86,31 @@ def with_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
     graph.input.append(helper.make_tensor_value_info(CROSS_FROM, onnx.TensorProto.INT64, ["R"]))
     model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
     return model
+
+
+def residual_norms(graph: onnx.GraphProto, producer: dict[str, NodeProto]) -> dict[str, NodeProto | None]:
+    """Each residual sum read by a LayerNormalization alone (a post-LN layer's), and that LayerNormalization, as one
+    ours.AddLayerNorm: replacements by first output, as with_kernels keeps them. A sum that something else reads too
+    (a pre-LN layer's, which the next sum reads) and a sum with a weight (a bias) stay as they are."""
+    weights = {w.name for w in graph.initializer}
+    readers: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    fused: dict[str, NodeProto | None] = {}
+    for norm in graph.node:
+        add = producer.get(norm.input[0]) if norm.op_type == "LayerNormalization" else None
+        if (add is None or add.op_type != "Add" or len(norm.input) != 3 or len(norm.output) != 1
+                or readers[add.output[0]] != 1 or weights.intersection(add.input)):
+            continue
+        epsilon = next((helper.get_attribute_value(a) for a in norm.attribute if a.name == "epsilon"),
+                       DEFAULT_EPSILON)
+        if not attributes(norm, {"axis": -1, "epsilon": epsilon, "stash_type": 1}):  # over the last axis, in float
+            continue
+        fused[add.output[0]] = None
+        fused[norm.output[0]] = helper.make_node("AddLayerNorm", [*add.input, *norm.input[1:]], list(norm.output),
+                                                 domain=DOMAIN, name=f"{norm.name}_ours", epsilon=epsilon)
+    return fused
 
 
 def attributes(node: NodeProto, wanted: dict[str, int]) -> bool:
