@@ -630,7 +630,7 @@ QUESTIONS = [
         "A lone sentence behind heavy requests",
         "Iteration-level batching: the time of a lone greedy sentence sent while four requests of 64 sentences at "
         "beam 4 run, over their time.",
-        "the goal: ≤ 0.3×", ("lone-cross-from.json",), lone,
+        "the goal: ≤ 0.3×", ("lone-encoder.json",), lone,
     ),
     Question(
         "The host's work per decoder step",
@@ -646,6 +646,13 @@ QUESTIONS = [
         "the code before", ("checkouts-engine-memory-fp32.json", "checkouts-engine-memory-int8.json",
                                "checkouts-engine-memory-fp32-batch1.json"), checkouts,
         headline=(5,),
+    ),
+    Question(
+        "The encoder's runs, the cross-attention's reach and the fused LayerNorm against the code before",
+        "The CPU encoder in runs of similar length, the cross-attention kernel stopping at each row's last source "
+        "position and AddLayerNorm, against the code before them (05874a1), greedy and beam 4 at batch 1, 16 and 64, "
+        "CPU time, one thread.",
+        "the code before", ("checkouts-encoder-fp32.json", "checkouts-encoder-int8.json"), checkouts,
     ),
     Question(
         "The engine's arena and graphs at the speed it had",
