@@ -72,3 +72,28 @@ def test_a_decoder_whose_inputs_are_copied_when_bound_translates_as_on_the_cpu(t
     # the wrapper bites: a decoder that binds its inputs once reads the first step's tokens and positions ever after
     stale = copying_model(tiny_model_dir, copies_bound_inputs=False)
     assert tokens(search(ExportedDecoder(stale), batch, opts, stale.model_config)) != expected
+
+
+def test_a_batchs_encoder_runs_give_each_sentence_its_own_keys_and_values(tiny_model_dir: Path):
+    """The CPU encoder runs on sentences of similar length, ENCODE_TOKENS at a time, each run padded to its longest:
+    in fp32 each sentence's keys/values are those it has encoded alone, and zeros past its run's length."""
+    from core.search import pad_batch
+    from service.engine.decoder import ENCODE_TOKENS, encode, encode_runs
+
+    model = ModelSessions(tiny_model_dir, ModelOptions(provider="cpu", threads=1))
+    rng = np.random.default_rng(0)
+    lengths = [3, 17, 5, 9, 1, 12, 4, 20, 2, 7]
+    sources = [[int(t) for t in rng.integers(4, 40, n)] + [model.model_config.eos_id] for n in lengths]
+    src, src_mask = pad_batch(sources, model.model_config.pad_id)
+    runs = encode_runs(src_mask)
+    assert sorted(int(row) for rows, _ in runs for row in rows) == list(range(len(sources)))
+    assert all(len(rows) == 1 or len(rows) * length <= ENCODE_TOKENS for rows, length in runs)
+    assert all(length == max(len(sources[row]) for row in rows) for rows, length in runs)
+    batch = [value.numpy() for value in encode(model, src, src_mask)]
+    run_length = {int(row): length for rows, length in runs for row in rows}
+    for row, source in enumerate(sources):
+        alone_src, alone_mask = pad_batch([source], model.model_config.pad_id)
+        alone = [value.numpy() for value in encode(model, alone_src, alone_mask)]
+        for together, by_itself in zip(batch, alone):
+            assert not together[row, :, run_length[row]:].any()
+            np.testing.assert_allclose(together[row, :, :len(source)], by_itself[0], rtol=1e-5, atol=1e-6)
