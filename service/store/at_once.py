@@ -3,10 +3,10 @@ it counts each unrevoked key's usage, then adds each subject's sums to its count
 limits, in the order of the full transaction (service.worker.access: usage by key id, then counters by subject and
 limit), so that the two never wait for each other in a cycle.
 
-On PostgreSQL, in one statement run as its own transaction (autocommit): no BEGIN or COMMIT to wait for, and the
-rows it locks are locked only while the server runs it, never across a round trip to a worker that may be waiting
-for its turn on a busy core. On SQLite, in a transaction of its own under the write lock (BEGIN IMMEDIATE): a
-statement for each key's usage, one for all the counters.
+On PostgreSQL, in one statement run as its own transaction: no BEGIN or COMMIT to wait for, and the rows it locks
+are locked only while the server runs it, never across a round trip to a worker that may be waiting for its turn on
+a busy core. On SQLite, in a transaction of its own under the write lock (BEGIN IMMEDIATE): a statement for each
+key's usage, one for all the counters.
 
 It holds only when every key is unrevoked and every sum fits: else it undoes all of it (PostgreSQL's statement
 fails with division by zero, SQLite's transaction is rolled back), and the batch takes its full transaction instead,
@@ -102,34 +102,30 @@ def counter_params(counters: list[Counted]) -> dict[str, object]:
 
 def in_one_statement(driver: Driver, when: datetime, used: dict[int, tuple[int, int]],
                      counters: list[Counted]) -> bool:
-    """PostgreSQL's: statement()'s, the driver's connection in autocommit meanwhile."""
+    """PostgreSQL's: statement()'s."""
     params: dict[str, object] = {"day": when.date(), "last_used": when, "rows_all": len(used) + len(counters)}
     for i, (key_id, (requests, characters)) in enumerate(used.items()):
         params |= {f"key_id_{i}": key_id, f"requests_{i}": requests, f"characters_{i}": characters}
-    driver.connection.autocommit = True
     try:
-        driver.execute(statement(len(used), len(counters)), params | counter_params(counters))
+        driver.rows(statement(len(used), len(counters)), params | counter_params(counters))
     except driver.errors as error:
         if getattr(error, "sqlstate", None) == UNDONE:
             return False
         raise
-    finally:
-        if not driver.connection.closed:
-            driver.connection.autocommit = False
     return True
 
 
 def in_one_transaction(driver: Driver, when: datetime, used: dict[int, tuple[int, int]],
                        counters: list[Counted]) -> bool:
     """SQLite's: under the write lock, each key's usage unless revoked, then every counter within its limit."""
-    driver.execute(BEGIN_IMMEDIATE, {})
+    driver.rows(BEGIN_IMMEDIATE, {})
     try:
-        held = all(driver.execute(RECORD_USE[True], {
+        held = all(driver.rows(RECORD_USE[True], {
             "key_id": key_id, "day": when.date(), "requests": requests, "characters": characters, "last_used": when})
             for key_id, (requests, characters) in used.items())
         if held and counters:
-            taken = driver.execute(counting_statement(len(counters), within=True), counter_params(counters))
-            held = len(taken) == len(counters)
+            taken = driver.rows(counting_statement(len(counters), within=True), counter_params(counters))
+            held = taken == len(counters)
     except BaseException:
         with contextlib.suppress(driver.errors):  # a lost connection's transaction ends with it
             driver.connection.rollback()
