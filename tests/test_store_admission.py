@@ -7,7 +7,6 @@ import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from uuid import uuid4
 
 from service.metrics import Metrics
 from service.settings import Settings
@@ -62,17 +61,17 @@ def test_a_batch_answers_each_request_its_own(store_url: str):
     worker.store.close()
 
 
-def test_one_postgresql_statement_takes_a_batch_whole_or_changes_nothing(postgres):
-    """service.store.at_once: a batch that fits is counted, in usage and counters; one over a limit, or of a
-    revoked key, changes nothing (the batch's full transaction then says who is refused)."""
-    url = postgres.database(f"test_{uuid4().hex}")
-    key_id, key = new_key(url, Limits(req_limit=3, monthly_char_limit=10))
-    store = Store(url)
+def test_a_batch_at_once_is_taken_whole_or_changes_nothing(store_url: str):
+    """service.store.at_once: a batch that fits is counted, in usage and counters; one over a limit (alone, in a
+    window not yet counted, or over what was counted), or of a revoked key, changes nothing (the batch's full
+    transaction then says who is refused)."""
+    key_id, key = new_key(store_url, Limits(req_limit=3, monthly_char_limit=10))
+    store = Store(store_url)
     now = time.time()
     minute, chars = Limit("minute", 3, fixed_window(now, 3600)), Limit("chars", 10, month_window(now))
 
     def attempt(requests: int, characters: int) -> bool:
-        with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        with store.engine.connect() as connection:
             wanted = [(minute, requests), (chars, characters)]
             return take_all(connection, {key_id: (requests, characters)}, [(f"key:{key_id}", key_id, wanted)])
 
@@ -81,12 +80,31 @@ def test_one_postgresql_statement_takes_a_batch_whole_or_changes_nothing(postgre
             used = [(u.requests, u.characters) for u in usage(session, key_id, datetime.now(UTC).date())]
             return used, count(session, f"key:{key_id}", minute), count(session, f"key:{key_id}", chars)
 
+    assert not attempt(1, 11) and counted() == ([], 0, 0)  # over the characters' limit alone, in a new month
+    assert not attempt(4, 4) and counted() == ([], 0, 0)  # more requests than a new window's limit
     assert attempt(2, 8) and counted() == ([(2, 8)], 2, 8)
-    assert not attempt(1, 5) and counted() == ([(2, 8)], 2, 8)  # over the characters' limit alone
+    assert not attempt(1, 5) and counted() == ([(2, 8)], 2, 8)  # over the characters' limit with what was counted
     with store.transaction() as session:
         revoke(session, find_key(session, key))
     assert not attempt(1, 1) and counted() == ([(2, 8)], 2, 8)
     store.close()
+
+
+def test_a_request_over_a_limit_alone_is_refused_in_a_new_window(store_url: str):
+    """A key's first request of the month with more characters than its monthly limit is refused, once the worker
+    trusts the key (each batch then tries at once first), and takes nothing from its other limits."""
+    key_id, key = new_key(store_url, Limits(req_limit=2, monthly_char_limit=10))
+    worker = access(store_url)
+    worker.store.ready()
+    with worker.store.engine.connect() as connection, connection.begin():
+        worker.known(connection, {key}, time.time())  # read and trusted, as after an earlier request
+    assert isinstance(admit_all(worker, [Asked(key, "a", 11)])[0], TooManyRequests)
+    assert [type(a) for a in admit_all(worker, [Asked(key, "a", 10)] * 2)] == [Client, TooManyRequests]
+    with worker.store.transaction() as session:
+        assert [(u.requests, u.characters) for u in usage(session, key_id, datetime.now(UTC).date())] == [(1, 10)]
+        assert count(session, f"key:{key_id}", Limit("minute", 2, fixed_window(time.time(), 3600))) == 1
+    worker.close()
+    worker.store.close()
 
 
 def test_workers_admitting_at_once_accept_exactly_the_limit_and_count_it_once(store_url: str):

@@ -35,8 +35,9 @@ class Batches(Generic[Item, Answer]):
     def __init__(self, store: Store, run: Run[Item, Answer], at_once: Attempt[Item, Answer] | None = None):
         """`run` answers a batch's items in its transaction, in their order: an answer, or the exception that item
         raises (its own: the others' stand); whatever it raises fails the whole batch, which is rolled back.
-        `at_once`, if given, is asked first, on the connection in autocommit (each statement its own transaction):
-        the answers, or None when the batch needs `run`'s transaction."""
+        `at_once`, if given, is asked first, on the connection outside any transaction of SQLAlchemy's (it runs its
+        own, on the driver's connection: service.store.driver): the answers, or None when the batch needs `run`'s
+        transaction."""
         self.store = store
         self.run = run
         self.at_once = at_once
@@ -68,9 +69,12 @@ class Batches(Generic[Item, Answer]):
                 answers = self.transaction([item for item, _ in batch])
             except Exception as error:  # the batch's requests answer it
                 answers = [error] * len(batch)
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, object]]] = {}
             for (_, future), answer in zip(batch, answers, strict=True):
-                with contextlib.suppress(RuntimeError):  # its event loop closed: no one waits for it
-                    future.get_loop().call_soon_threadsafe(settle, future, answer)
+                by_loop.setdefault(future.get_loop(), []).append((future, answer))
+            for loop, settled in by_loop.items():  # one wake-up of each loop
+                with contextlib.suppress(RuntimeError):  # the loop closed: no one waits for them
+                    loop.call_soon_threadsafe(settle, settled)
         if self.connection is not None:
             self.connection.close()
             self.connection = None
@@ -90,25 +94,15 @@ class Batches(Generic[Item, Answer]):
         try:
             if self.connection is None:
                 self.connection = self.store.engine.connect()
-            if self.at_once is not None and (answers := self.autocommitted(self.connection, items)) is not None:
+            if self.at_once is not None and (answers := self.at_once(self.connection, items)) is not None:
                 return answers
             with self.connection.begin():
                 return self.run(self.connection, items)
-        except DBAPIError as error:
+        except (DBAPIError, self.store.engine.dialect.loaded_dbapi.Error) as error:  # SQLAlchemy's, the driver's
             if self.connection is not None:  # the next batch connects anew: the server may have restarted
                 self.connection.invalidate()
                 self.connection = None
             raise StoreUnavailable(describe(error)) from error
-
-    def autocommitted(self, connection: Connection, items: list[Item]) -> list[Answer | Exception] | None:
-        """at_once's answers, the connection in autocommit meanwhile (one found lost is left to be replaced)."""
-        connection.execution_options(isolation_level="AUTOCOMMIT")
-        try:
-            with connection.begin():  # SQLAlchemy's transaction alone: the server's are each statement's
-                return self.at_once(connection, items)
-        finally:
-            if not connection.invalidated:
-                connection.execution_options(isolation_level=connection.default_isolation_level)
 
     def close(self) -> None:
         """Answer what was asked, then stop the thread and close its connection."""
@@ -118,11 +112,12 @@ class Batches(Generic[Item, Answer]):
             self.thread = None
 
 
-def settle(future: asyncio.Future, answer: object) -> None:
-    """`future`'s answer, unless its request was cancelled meanwhile."""
-    if future.cancelled():
-        return
-    if isinstance(answer, BaseException):
-        future.set_exception(answer)
-    else:
-        future.set_result(answer)
+def settle(settled: list[tuple[asyncio.Future, object]]) -> None:
+    """Each future's answer, unless its request was cancelled meanwhile."""
+    for future, answer in settled:
+        if future.cancelled():
+            continue
+        if isinstance(answer, BaseException):
+            future.set_exception(answer)
+        else:
+            future.set_result(answer)

@@ -123,7 +123,7 @@ class Store:
         self.engine.dispose()
 
 
-def describe(error: DBAPIError | OSError) -> str:
+def describe(error: Exception) -> str:
     """The driver's first line, without SQLAlchemy's statement and parameters."""
     orig = getattr(error, "orig", None) or error
     return (str(orig).strip().splitlines() or [type(orig).__name__])[0]

@@ -2,16 +2,19 @@
 limits (429 with Retry-After), and what it used. Everything is counted in the store, which every worker and
 replica shares; with keys and limits off, the store is not asked at all.
 
-The requests that a worker asks to admit while its last batch runs are admitted together (service.store.batches):
-one transaction for all of them, one statement for each key's usage (which also finds a revoked key revoked at
-once) and one for each subject's limits while its requests fit. A worker reads a key's id and limits once a
-KEY_TRUST_S. Every count is the store's and committed before the request goes on, so the limits stay exact and
-the usage never lags.
+The requests that a worker asks to admit while its last batch runs are admitted together (service.store.batches).
+When the worker trusts each key they name and all of them fit, the batch is one transaction on the driver's own
+connection (service.store.at_once: PostgreSQL's one statement, SQLite's two); else one transaction of SQLAlchemy's
+says who is refused: one statement for each key's usage (which also finds a revoked key revoked at once) and one for
+each subject's limits while its requests fit. A worker reads a key's id and limits once a KEY_TRUST_S; whether it is
+revoked, with every batch. Every count is the store's and committed before the request goes on, so the limits stay
+exact and the usage never lags.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import random
 import time
@@ -26,7 +29,7 @@ from service.store import Store
 from service.store.at_once import take_all
 from service.store.batches import Batches
 from service.store.keys import KeyCheck, Limits, check_key, check_keys, record_use
-from service.store.limits import DAY_S, SWEEP_CHANCE, Limit, fixed_window, month_window, sums, sweep, take, take_each
+from service.store.limits import DAY_S, SWEEP_CHANCE, Limit, fixed_window, month_window, sweep, take, take_each
 from service.worker.errors import Forbidden, RequestError
 
 
@@ -83,8 +86,7 @@ class Access:
         self.settings = settings
         self.store = store
         self.metrics = metrics
-        at_once = self._admit_at_once if store.dialect == "postgresql" else None
-        self.batches: Batches[Asked, Client] = Batches(store, self._admit, at_once)
+        self.batches: Batches[Asked, Client] = Batches(store, self._admit, self._admit_at_once)
         self.keys: dict[str, tuple[KeyCheck, float]] = {}  # a known key, and until when its id and limits are trusted
 
     async def admit(self, request: Request, key: object, used: int) -> Client:
@@ -108,39 +110,43 @@ class Access:
             sweep(connection, now - self.settings.limit_window_s)  # windows a while over: none is taken from again
         answers = self.clients(batch, self.known(connection, self.named(batch), now))
         admitted = [(answer, asked.used) for answer, asked in zip(answers, batch) if isinstance(answer, Client)]
-        revoked = {key_id for key_id, (requests, used) in usage(admitted).items()
+        revoked = {key_id for key_id, (requests, used) in usage(tally(admitted)).items()
                    if not record_use(connection, key_id, requests, used, unless_revoked=True)}
         for i, answer in enumerate(answers):
             if isinstance(answer, Client) and answer.key_id in revoked:
                 answers[i] = Forbidden("API key revoked")
         self.keys = {key: known for key, known in self.keys.items() if known[0].id not in revoked}
         refused = self.take_limits(connection, batch, answers, now)
-        for key_id, (requests, used) in usage(refused).items():  # their usage given back
+        for key_id, (requests, used) in usage(tally(refused)).items():  # their usage given back
             record_use(connection, key_id, -requests, -used)
         return answers
 
     def _admit_at_once(self, connection: Connection, batch: list[Asked]) -> list[Client | RequestError] | None:
-        """The batch in one statement of its own (service.store.at_once), when each key is unrevoked and each
-        request fits its limits; else None, and _admit's transaction admits it (and sweeps, when its turn comes)."""
+        """The batch in a transaction of its own on the driver's connection (service.store.at_once), when this
+        worker trusts what it read of each key it names, each key is unrevoked and each request fits its limits;
+        else None, and _admit's transaction admits it (and sweeps, when its turn comes)."""
         now = time.time()
-        if random.random() < SWEEP_CHANCE:
+        named = self.named(batch)
+        if random.random() < SWEEP_CHANCE or len(found := self.trusted(named, now)) < len(named):
             return None
-        answers = self.clients(batch, self.known(connection, self.named(batch), now))
-        admitted = [(answer, asked.used) for answer, asked in zip(answers, batch) if isinstance(answer, Client)]
-        subjects = [(client.owner, client.key_id, sums(wanted))
-                    for client, _, wanted in self.subjects(batch, answers, now)]
-        return answers if take_all(connection, usage(admitted), subjects) else None
+        answers = self.clients(batch, found)
+        tallies = tally([(answer, asked.used) for answer, asked in zip(answers, batch) if isinstance(answer, Client)])
+        subjects = [(owner, client.key_id, wanted(self.limits(now, client.limits), requests, characters))
+                    for owner, (client, requests, characters) in sorted(tallies.items())]
+        return answers if take_all(connection, usage(tallies), subjects) else None
 
     def named(self, batch: list[Asked]) -> set[str]:
         """The keys the batch names, when keys are on."""
         return {asked.key for asked in batch if asked.key} if self.settings.keys_required else set()
 
+    def trusted(self, keys: set[str], now: float) -> dict[str, KeyCheck]:
+        """The keys of `keys` that this worker read in the last KEY_TRUST_S seconds."""
+        return {key: known[0] for key in keys if (known := self.keys.get(key)) and known[1] >= now}
+
     def known(self, connection: Connection, keys: set[str], now: float) -> dict[str, KeyCheck]:
-        """The keys of `keys` that the store knows: what this worker read of them in the last KEY_TRUST_S seconds,
-        the others read in one statement (a revoked key is found revoked by record_use)."""
-        if not keys:
-            return {}
-        found = {key: self.keys[key][0] for key in keys if key in self.keys and self.keys[key][1] >= now}
+        """The keys of `keys` that the store knows: those trusted(), the others read in one statement (a revoked
+        key is found revoked by record_use)."""
+        found = self.trusted(keys, now)
         if missing := keys - set(found):
             found |= check_keys(connection, missing)
             self.keys |= {key: (found[key], now + KEY_TRUST_S) for key in missing
@@ -187,16 +193,13 @@ class Access:
         for subject in sorted(by_subject):
             client, indexes = answers[by_subject[subject][0]], by_subject[subject]
             limits = self.limits(now, client.limits)
-            found.append((client, indexes, [[(limit, batch[i].used if limit.kind == "chars" else 1)
-                                             for limit in limits] for i in indexes]))
+            found.append((client, indexes, [wanted(limits, 1, batch[i].used) for i in indexes]))
         return found
 
-    def limits(self, now: float, limits: Limits) -> list[Limit]:
+    def limits(self, now: float, limits: Limits) -> tuple[Limit, ...]:
         """The limits that apply now."""
-        windows = {"minute": fixed_window(now, self.settings.limit_window_s), "day": fixed_window(now, DAY_S),
-                   "chars": month_window(now)}
-        given = {"minute": limits.req_limit, "day": limits.daily_req_limit, "chars": limits.monthly_char_limit}
-        return [Limit(kind, most, windows[kind]) for kind, most in given.items() if most is not None]
+        length = self.settings.limit_window_s
+        return applying(limits, length, int(now // length), int(now // DAY_S))
 
     async def key(self, key: str | None) -> KeyCheck:
         """The key a request names, known and not revoked (Forbidden), without counting the request."""
@@ -226,15 +229,35 @@ class Access:
         self.batches.close()
 
 
-def usage(admitted: list[tuple[Client, int]]) -> dict[int, tuple[int, int]]:
-    """The requests and characters of each key among `admitted` (clients and their characters), by key id in
-    order."""
-    counts: dict[int, tuple[int, int]] = {}
+@functools.lru_cache(maxsize=1024)
+def applying(limits: Limits, length: int, minute: int, day: int) -> tuple[Limit, ...]:
+    """`limits` in the `minute`th window of `length` seconds since the epoch, the `day`th day and that day's month
+    (kept for each key's limits while their windows hold)."""
+    windows = {"minute": fixed_window(minute * length, length), "day": fixed_window(day * DAY_S, DAY_S),
+               "chars": month_window(day * DAY_S)}
+    given = {"minute": limits.req_limit, "day": limits.daily_req_limit, "chars": limits.monthly_char_limit}
+    return tuple(Limit(kind, most, windows[kind]) for kind, most in given.items() if most is not None)
+
+
+def wanted(limits: tuple[Limit, ...], requests: int, characters: int) -> list[tuple[Limit, int]]:
+    """What `requests` requests of `characters` characters in all want of each limit."""
+    return [(limit, characters if limit.kind == "chars" else requests) for limit in limits]
+
+
+def tally(admitted: list[tuple[Client, int]]) -> dict[str, tuple[Client, int, int]]:
+    """The requests and characters of each subject among `admitted` (clients and their characters): its client,
+    its requests and its characters, by subject."""
+    counts: dict[str, tuple[Client, int, int]] = {}
     for client, used in admitted:
-        if client.key_id is not None:
-            requests, characters = counts.get(client.key_id, (0, 0))
-            counts[client.key_id] = (requests + 1, characters + used)
-    return dict(sorted(counts.items()))
+        _, requests, characters = counts.get(client.owner, (client, 0, 0))
+        counts[client.owner] = (client, requests + 1, characters + used)
+    return counts
+
+
+def usage(tallies: dict[str, tuple[Client, int, int]]) -> dict[int, tuple[int, int]]:
+    """The requests and characters of each key among `tallies` (tally()'s), by key id in order."""
+    return dict(sorted((client.key_id, (requests, characters)) for client, requests, characters in tallies.values()
+                       if client.key_id is not None))
 
 
 def known(found: KeyCheck | None) -> KeyCheck:
