@@ -11,9 +11,9 @@ import onnxruntime as ort
 import pytest
 
 from core.folder import GraphIO
-from core.search import SearchOptions, search
+from core.search import SearchOptions, pad_batch, search
 from service.engine.config import ModelOptions
-from service.engine.decoder import ExportedDecoder
+from service.engine.decoder import ENCODE_TOKENS, ExportedDecoder, encode, encode_runs
 from service.engine.graphed import tokens
 from service.engine.sessions import ModelSessions
 
@@ -77,9 +77,6 @@ def test_a_decoder_whose_inputs_are_copied_when_bound_translates_as_on_the_cpu(t
 def test_a_batchs_encoder_runs_give_each_sentence_its_own_keys_and_values(tiny_model_dir: Path):
     """The CPU encoder runs on sentences of similar length, ENCODE_TOKENS at a time, each run padded to its longest:
     in fp32 each sentence's keys/values are those it has encoded alone, and zeros past its run's length."""
-    from core.search import pad_batch
-    from service.engine.decoder import ENCODE_TOKENS, encode, encode_runs
-
     model = ModelSessions(tiny_model_dir, ModelOptions(provider="cpu", threads=1))
     rng = np.random.default_rng(0)
     lengths = [3, 17, 5, 9, 1, 12, 4, 20, 2, 7]

@@ -450,7 +450,7 @@ def encode(model: ModelSessions, src: np.ndarray, src_mask: np.ndarray) -> list[
     """The encoder keys/values of sentences src (N, S), one row each, on the device.
 
     On the CPU the encoder runs on the sentences shortest first, at most ENCODE_TOKENS padded source tokens at a
-    time, each run padded only to its own longest sentence (encode_lengths): its activations at a whole batch would
+    time, each run padded only to its own longest sentence (encode_runs): its activations at a whole batch would
     take several times the memory of its keys/values, and a batch's padding is most of its tokens where lengths are
     mixed. A sentence's keys/values past its run's padding are zeros, which the attention masks. (An int8 graph's
     dynamic quantization scales each activation by its run's range: there a sentence's encoding depends on the

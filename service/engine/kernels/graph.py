@@ -93,7 +93,7 @@ def residual_norms(graph: onnx.GraphProto, producer: dict[str, NodeProto]) -> di
     ours.AddLayerNorm: replacements by first output, as with_kernels keeps them. A sum that something else reads too
     (a pre-LN layer's, which the next sum reads) and a sum with a weight (a bias) stay as they are."""
     weights = {w.name for w in graph.initializer}
-    readers: dict[str, int] = {}
+    readers: dict[str, int] = {x.name: 1 for x in graph.output}  # a graph's output is read by its caller
     for node in graph.node:
         for name in node.input:
             readers[name] = readers.get(name, 0) + 1
