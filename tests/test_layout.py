@@ -29,10 +29,13 @@ NO_ONNXRUNTIME = ["service.worker", "service.protocol", "service.supervisor", "s
 
 
 def modules(package: str) -> list[str]:
-    """Every module of a package, subpackages included."""
+    """Every module of a package, subpackages included (not what hidden folders hold: bench/.envs is a venv of
+    LibreTranslate's that bench.serving.servers makes)."""
     found = []
     for path in sorted((ROOT / package.replace(".", "/")).rglob("*.py")):
         parts = path.relative_to(ROOT).with_suffix("").parts
+        if any(part.startswith(".") for part in parts):
+            continue
         found.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     return found
 
