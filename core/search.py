@@ -143,6 +143,7 @@ class RunningBatch:
         self.widest = 0  # the largest beam size
         self.forcing = False  # whether some sentence's next step is its first, with a forced token
         self.guarded = False  # whether some sentence has repetition guards (core.guards)
+        self.guard_options: tuple[np.ndarray, ...] | None = None  # guards.per_row's, until the sentences change
         # per row
         self.tokens = np.zeros(0, dtype=np.int64)  # its last token, read at the next step
         self.scores = np.zeros(0, dtype=np.float64)  # its log-probability so far (beams only)
@@ -169,6 +170,7 @@ class RunningBatch:
         self.widest = int(self.beam_sizes.max())
         self.forcing |= max(forced) >= 0
         self.guarded |= any(map(guards.wanted, options))
+        self.guard_options = None
         first = np.concatenate([[True] + [False] * (k - 1) for k in beam_sizes])  # at first all beams are the
         self.scores = np.concatenate([self.scores, np.where(first, 0.0, -np.inf)])  # same: only the first extends
         self.tokens = np.concatenate([self.tokens, np.full(len(first), self.cfg.bos_id, dtype=np.int64)])
@@ -192,9 +194,10 @@ class RunningBatch:
         width = 2 * widest if widest > 1 else 1
         top_tokens, top_logp = self.decoder.step(self.tokens, width + (guards.EXTRA if self.guarded else 0))
         if self.guarded:  # the candidates re-scored from each row's history, the best `width` kept
-            options = guards.per_row([s.opts for s in self.sentences], self.beam_sizes)
+            if self.guard_options is None:
+                self.guard_options = guards.per_row([s.opts for s in self.sentences], self.beam_sizes)
             top_tokens, top_logp = guards.apply(top_tokens, top_logp, self.history,
-                                                self.steps.repeat(self.beam_sizes), options, width)
+                                                self.steps.repeat(self.beam_sizes), self.guard_options, width)
         if self.forcing:
             top_tokens, top_logp = self._force(top_tokens, top_logp)
         if widest == 1:
@@ -281,6 +284,7 @@ class RunningBatch:
             self.beam_sizes, self.last_steps = self.beam_sizes[sentences], self.last_steps[sentences]
             self.widest = int(self.beam_sizes.max()) if len(sentences) else 0
             self.steps, self.forced = self.steps[sentences], self.forced[sentences]
+            self.guard_options = None
         self.tokens, self.scores, self.history = self.tokens[rows], self.scores[rows], self.history[rows]
 
     def _greedy(self, members, rows, top_tokens, top_logp):

@@ -111,3 +111,19 @@ def test_the_device_decoder_cuts_a_loop_as_the_host_does(tiny_model_dir: Path, b
     assert longest_repeat(device) <= 2
     assert longest_repeat(search(ExportedDecoder(model), batch, SearchOptions(beam_size=beam, max_length_extra=40),
                                  cfg)) > 2
+
+
+@pytest.mark.parametrize(("n", "repeats"), [(2, 1), (3, 1), (4, 2), (3, 3)])
+def test_may_repeat_spares_no_row_with_a_banned_candidate(n: int, repeats: int):
+    """apply() runs repeated() only on the rows may_repeat() names: every row with a banned candidate is one (random
+    histories over a few tokens, where n-grams repeat often), and some rows are spared."""
+    rng = np.random.default_rng(n * 10 + repeats)
+    rows, length = 400, 24
+    history = rng.integers(4, 8, size=(rows, length + 3))
+    lengths = rng.integers(0, length + 1, size=rows)
+    candidates = rng.integers(4, 8, size=(rows, 4))
+    repeats_per_row = np.full(rows, repeats)
+    banned = guards.repeated(candidates, history, lengths, n, repeats_per_row).any(axis=1)
+    may = guards.may_repeat(history, lengths, n, repeats_per_row)
+    assert banned.any() and not (banned & ~may).any()
+    assert (~may).any()
