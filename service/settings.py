@@ -17,7 +17,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from core.search import SearchOptions
-from service.engine.config import CUDA_GRAPHS_MAX_ROWS, CUDA_GRAPHS_MEMORY_MB
+from service.engine.config import CUDA_GRAPHS_MAX_ROWS, CUDA_GRAPHS_MEMORY_MB, Spin
 
 SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "models"
 ARGOS_INDEX = "https://raw.githubusercontent.com/argosopentech/argospm-index/main/index.json"  # LibreTranslate's
@@ -75,11 +75,12 @@ class Settings(BaseSettings):
     optimization: Literal["disable", "basic", "extended", "all"] = Field(
         "all", description="ONNX Runtime graph optimizations: `disable`, `basic`, `extended`, `all`"
     )
-    spin_threads: bool = Field(
-        False, description="let the decoder's idle ONNX Runtime threads spin for work rather than sleep between its "
-        "operators (the other graphs' threads never spin): faster for a lone client, slower under load where the "
-        "spinning thread takes the CPU the HTTP workers need (BENCHMARKS.md#the-decoders-threads-spinning). The "
-        "offline Translator spins by default"
+    spin_threads: Spin = Field(
+        "step", description="when the decoder's idle ONNX Runtime threads spin for work rather than sleep between "
+        "its operators (the other graphs' threads never spin): `never`; `step`, within a decoder step, stopping as "
+        "it returns, so that the search and the HTTP workers have the cores between steps; `always` (`true`), "
+        "between steps too, as the offline Translator does: faster for a lone client, slower under load "
+        "(BENCHMARKS.md#the-decoders-threads-spinning). `false` is `never`"
     )
     cuda_graphs: bool = Field(
         True, description="on the CUDA provider, run the decoder step in buckets of fixed shapes, each captured in a "
@@ -328,6 +329,13 @@ class Settings(BaseSettings):
     def limits_on(self) -> bool:
         """Whether a request is counted against a limit (a key's own limits count whenever keys are on)."""
         return self.keys_required or bool(self.anonymous_req_limit or self.anonymous_daily_req_limit)
+
+    @field_validator("spin_threads", mode="before")
+    @classmethod
+    def spin_booleans(cls, value: str | bool) -> str | bool:
+        """The setting was a boolean: `true` spins always, `false` never."""
+        booleans = {"true": "always", "1": "always", "false": "never", "0": "never", True: "always", False: "never"}
+        return booleans.get(value.lower() if isinstance(value, str) else value, value)
 
     @field_validator("api_keys", "cors_origins", "allowed_hosts", "models", "trusted_proxies", mode="before")
     @classmethod

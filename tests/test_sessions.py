@@ -1,6 +1,7 @@
 """Which of a model folder's sessions (service.engine.sessions.ModelSessions) may let their idle threads spin: the
-decoder's alone, and only with spin_threads. Every session has threads of its own; the encoder's and the cache
-graphs', spinning after their runs, took the cores from the decoder's."""
+decoder's alone, as spin_threads says (within a step only: spinning stops as a run returns). Every session has
+threads of its own; the encoder's and the cache graphs', spinning after their runs, took the cores from the
+decoder's."""
 
 from __future__ import annotations
 
@@ -10,21 +11,39 @@ import pytest
 
 from service.engine.config import ModelOptions
 from service.engine.sessions import ModelSessions
+from service.settings import Settings
 
-SPINNING = "session.intra_op.allow_spinning"
+SPINNING, STOPPING = "session.intra_op.allow_spinning", "session.force_spinning_stop"
 
 
-def spins(model: ModelSessions) -> dict[str, bool]:
+def spins(model: ModelSessions) -> dict[str, str]:
+    """Each session's spin mode, as its options say."""
     sessions = {"encoder": model.encoder, "decoder": model.decoder, "select": model.select, "join": model.join,
                 "fit": model.fit}
-    return {name: s.get_session_options().get_session_config_entry(SPINNING) == "1" for name, s in sessions.items()}
+    modes = {}
+    for name, session in sessions.items():
+        entries = session.get_session_options()
+        spinning, stopping = (entries.get_session_config_entry(k) == "1" for k in (SPINNING, STOPPING))
+        modes[name] = "never" if not spinning else "step" if stopping else "always"
+    return modes
 
 
-@pytest.mark.parametrize("spin_threads", [True, False])
-def test_only_the_decoders_threads_spin_and_only_when_asked(tiny_model_dir: Path, spin_threads: bool):
+@pytest.mark.parametrize("spin_threads", ["never", "step", "always"])
+def test_only_the_decoders_threads_spin_and_only_as_asked(tiny_model_dir: Path, spin_threads: str):
     model = ModelSessions(tiny_model_dir, ModelOptions(provider="cpu", threads=2, spin_threads=spin_threads))
-    assert spins(model) == {"encoder": False, "decoder": spin_threads, "select": False, "join": False, "fit": False}
+    never = "never"
+    assert spins(model) == {"encoder": never, "decoder": spin_threads, "select": never, "join": never, "fit": never}
 
 
 def test_the_decoders_threads_spin_by_default(tiny_model_dir: Path):
-    assert spins(ModelSessions(tiny_model_dir, ModelOptions(provider="cpu", threads=2)))["decoder"]
+    assert spins(ModelSessions(tiny_model_dir, ModelOptions(provider="cpu", threads=2)))["decoder"] == "always"
+
+
+@pytest.mark.parametrize(("value", "mode"), [("true", "always"), ("false", "never"), ("step", "step")])
+def test_the_setting_takes_the_modes_and_the_old_booleans(monkeypatch: pytest.MonkeyPatch, value: str, mode: str):
+    monkeypatch.setenv("TRANSLATOR_SPIN_THREADS", value)
+    assert Settings().spin_threads == mode
+
+
+def test_the_service_spins_within_a_step_by_default():
+    assert Settings().spin_threads == "step"

@@ -46,7 +46,8 @@ def load_engine(
         precision, _, suffix = variant.partition("-")
         if suffix not in ("", "nospin"):
             raise ValueError(f"unknown engine {name}")
-        translator = Translator(model_dir, precision, provider="cpu", threads=threads, spin_threads=suffix != "nospin")
+        spin = "never" if suffix == "nospin" else "always"
+        translator = Translator(model_dir, precision, provider="cpu", threads=threads, spin_threads=spin)
         return ort_engine(translator, pair)
     if kind == "ct2":
         from bench.common.ct2_engine import SPM_FILE, CT2Translator

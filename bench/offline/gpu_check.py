@@ -281,7 +281,7 @@ def session(graph: Path | bytes, provider: str, threads: int, dims: dict[str, in
             profile_dir: Path | None = None) -> ort.InferenceSession:
     """A session as the service makes one (service.engine.sessions), with the named dimensions fixed when dims are
     given and ONNX Runtime's profiler on when profile_dir is given."""
-    options = session_options(threads, "all", spin_threads=False)
+    options = session_options(threads, "all")
     for name, value in (dims or {}).items():
         options.add_free_dimension_override_by_name(name, value)
     if profile_dir is not None:  # a folder of its own: profiles of sessions started in the same millisecond collide

@@ -123,7 +123,7 @@ VARIANTS = {"export": DecoderGraph, "group-query": GroupQueryStep}  # the step g
 
 def cpu_session(path: Path, optimized: Path | None = None) -> ort.InferenceSession:
     """A session as the service makes it on the CPU, one thread, with our kernels' library where built."""
-    options, library = session_options(1, "all", spin_threads=False), built_library()
+    options, library = session_options(1, "all"), built_library()
     if library:
         options.register_custom_ops_library(str(library))
     if optimized:

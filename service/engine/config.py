@@ -14,6 +14,9 @@ from service.engine.admission import Admission
 
 Provider = Literal["auto", "cuda", "cpu"]
 Optimization = Literal["disable", "basic", "extended", "all"]
+# When the decoder step's idle intra-op threads spin for work rather than sleep: never, within a step only (they
+# stop when its run returns, so the search and the HTTP workers have the cores between steps), or always
+Spin = Literal["never", "step", "always"]
 
 CUDA_GRAPHS_MEMORY_MB = 2048  # TRANSLATOR_CUDA_GRAPHS_MEMORY_MB's default too
 CUDA_GRAPHS_MAX_ROWS = 256  # TRANSLATOR_CUDA_GRAPHS_MAX_ROWS's default too
@@ -27,7 +30,7 @@ class ModelOptions:
     provider: Provider = "auto"  # asked for; the sessions say what really runs
     threads: int = 0  # intra-op threads, 0: one per core
     optimization: Optimization = "all"
-    spin_threads: bool = True  # whether the decoder step's idle threads spin (the offline translator's default)
+    spin_threads: Spin = "always"  # the offline translator's default; the service's is "step"
     kernels: bool = True  # the CPU's decoder step with our kernels, where built
     cuda_graphs: bool = True  # the GPU's decoder step in captured buckets
     cuda_graphs_memory_mb: int = CUDA_GRAPHS_MEMORY_MB  # the buckets' budget

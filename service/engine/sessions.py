@@ -17,7 +17,7 @@ from pathlib import Path
 import onnxruntime as ort
 
 from core.folder import NUMPY_TYPES, FolderConfig, GraphIO
-from service.engine.config import ModelOptions
+from service.engine.config import ModelOptions, Spin
 from service.engine.kernels import KernelsRefused, built_library
 from service.engine.prepare import PreparedGraphs, prepared_graphs
 
@@ -51,14 +51,14 @@ def shared_cpu_arena() -> None:
     ort.create_and_register_allocator(memory, ort.OrtArenaCfg({"arena_extend_strategy": NEXT_POWER_OF_TWO}))
 
 
-def session_options(threads: int, optimization: str, spin_threads: bool, on_gpu: bool = False) -> ort.SessionOptions:
+def session_options(threads: int, optimization: str, spin: Spin = "never", on_gpu: bool = False) -> ort.SessionOptions:
     """Threads, graph optimizations, whether idle intra-op threads spin waiting for work, and the process's shared
     CPU arena (shared_cpu_arena). On the CPU without memory patterns: a pattern is planned for each set of input
     shapes, and a step's shapes change from step to step, so its one block a run was one more size for the arena.
 
-    Spinning saves a wake-up per operator when the process has the cores to itself; beside an HTTP server on
-    few cores it takes the CPU that the event loop and the search need between two decoder steps. Every session
-    has a pool of its own: ModelSessions lets the decoder's alone spin.
+    Spinning saves a wake-up per operator. Between two decoder steps it takes the CPU that the search, and beside
+    an HTTP server on few cores the event loop, need: `step` stops it as a run returns. Every session has a pool
+    of its own: ModelSessions lets the decoder's alone spin.
     """
     shared_cpu_arena()
     opts = ort.SessionOptions()
@@ -68,7 +68,9 @@ def session_options(threads: int, optimization: str, spin_threads: bool, on_gpu:
     opts.graph_optimization_level = OPTIMIZATION_LEVELS[optimization]
     opts.enable_mem_pattern = on_gpu
     opts.log_severity_level = 3
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_threads else "0")
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0" if spin == "never" else "1")
+    # `step`: spinning stops when a run returns, and starts again with the next
+    opts.add_session_config_entry("session.force_spinning_stop", "1" if spin == "step" else "0")
     return opts
 
 
@@ -126,15 +128,14 @@ class ModelSessions:
         # a GPU session copies a host array bound as an input to the device when it is bound (onnxruntime's
         # IOBinding::BindInput), not at each run: what the host writes in place later must be bound again
         self.copies_bound_inputs = self.on_gpu
-        # Only the decoder's threads may spin (spin_threads, on for the offline translator, off in the service beside
-        # its HTTP workers): they wait there for the next step while the search runs. Each session has threads of
-        # its own; when all spun, the encoder's and the cache graphs' took the cores from the decoder's
-        # (docs/decisions.md).
-        self.session_options = session_options(threads, optimization, False, self.on_gpu)
+        # Only the decoder's threads may spin (spin_threads: always for the offline translator, within a step in the
+        # service beside its HTTP workers). Each session has threads of its own; when all spun, the encoder's and
+        # the cache graphs' took the cores from the decoder's (docs/decisions.md).
+        self.session_options = session_options(threads, optimization, "never", self.on_gpu)
         self.step_options = session_options(threads, optimization, options.spin_threads, self.on_gpu)
         # a step rewritten and loaded as bytes finds a large model's weights, its external data, in the folder
         self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
-        self.kernel_options = session_options(threads, optimization, False, self.on_gpu)  # a cache graph of ours
+        self.kernel_options = session_options(threads, optimization, "never", self.on_gpu)  # a cache graph of ours
         self.encoder = self._session(graphs["encoder"])
         self.kernels = False  # whether the step runs our kernels (service.engine.kernels) or as exported
         self.step_graph: str | bytes = graphs["decoder"]  # the step the sessions load: on a GPU, rewritten
