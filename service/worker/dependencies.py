@@ -108,12 +108,7 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
     """Await `work`; if the client hangs up first, cancel it (its sentences leave the queue and the running batch)
     and raise ClientGone, whose answer nobody receives but the metrics count."""
     task = asyncio.ensure_future(work)
-
-    async def disconnected() -> None:
-        while not await request.is_disconnected():
-            await asyncio.sleep(0.05)
-
-    watch = asyncio.create_task(disconnected())
+    watch = asyncio.ensure_future(hung_up(request))
     try:
         await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -122,6 +117,13 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
         task.cancel()
         raise ClientGone()
     return task.result()
+
+
+async def hung_up(request: Request) -> None:
+    """Return when the client hangs up. Once a request's body is read, the server's receive() waits until the
+    client is gone (or the answer is sent), then gives http.disconnect (ASGI): no polling."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 # The dependencies as routes declare them (FastAPI's Annotated style).
