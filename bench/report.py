@@ -774,8 +774,9 @@ QUESTIONS = [
     Question(
         "The store's cost",
         "A lone client's p50 and 32 clients' throughput with keys and limits on (SQLite, PostgreSQL), each over the "
-        "same checkout with the store off, side by side in interleaved rounds (shipped en-de, 2 HTTP workers); the "
-        "base checkout (the code before the change measured, its commit named) in the same rounds.",
+        "same checkout with the store off (shipped en-de, 2 HTTP workers): the lone client paired, its requests to "
+        "every service in turn, the 32 clients in interleaved rounds; the base checkout (the code before the change "
+        "measured, its commit named) in the same rounds.",
         "the goal: within 5 % of the store off", ("store-cost.json",), store_cost,
         "Measured on a 2-core machine that other work loaded (each figure's load average is the median of its "
         "rounds'), PostgreSQL on the same cores.",

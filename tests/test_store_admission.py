@@ -7,6 +7,7 @@ import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 from service.metrics import Metrics
 from service.settings import Settings
@@ -14,8 +15,9 @@ from service.store import Store, StoreUnavailable
 from service.store.at_once import take_all
 from service.store.keys import Limits, add_key, find_key, revoke, usage
 from service.store.limits import Limit, count, fixed_window, month_window
-from service.worker.access import Access, Asked, Client, TooManyRequests
-from service.worker.errors import Forbidden
+from service.worker.access import HELD, Access, Asked, Client, TooManyRequests
+from service.worker.dependencies import once_admitted
+from service.worker.errors import Forbidden, InvalidRequest
 
 
 def access(store_url: str, **settings: object) -> Access:
@@ -158,3 +160,115 @@ def test_an_unreachable_store_fails_the_batch_at_once():
     worker.close()
 
 
+
+
+# --- early admissions: the work starts beside the admission, the answer waits for it ---------------------------
+
+
+def request_from(where: str) -> SimpleNamespace:
+    return SimpleNamespace(client=SimpleNamespace(host=where))
+
+
+async def outcome(admission: asyncio.Future) -> object:
+    """An admission's client, or its refusal."""
+    return (await asyncio.gather(admission, return_exceptions=True))[0]
+
+
+def test_only_a_subject_whose_last_admission_held_starts_early(store_url: str):
+    """A key's first request waits for its admission; once one held, the next starts early, but not two at once;
+    after a refusal (over its limit, or revoked) it waits again."""
+    key_id, key = new_key(store_url, Limits(req_limit=3))
+    worker = access(store_url)
+
+    async def run() -> list[tuple[bool, type]]:
+        seen = []
+        for _ in range(2):
+            admission, early = worker.start(request_from("a"), key, 1)
+            seen.append((early, type(await admission)))
+        first, early_one = worker.start(request_from("a"), key, 1)
+        second, early_two = worker.start(request_from("a"), key, 1)  # the first still under way
+        seen += [(early_one, type(await first)), (early_two, type(await outcome(second)))]
+        admission, early = worker.start(request_from("a"), key, 1)  # after the refusal
+        seen.append((early, type(await outcome(admission))))
+        return seen
+
+    seen = asyncio.run(run())
+    assert seen[:3] == [(False, Client), (True, Client), (True, Client)]
+    assert seen[3] == (False, TooManyRequests)  # the fourth request of the minute: refused
+    assert seen[4] == (False, TooManyRequests)
+    worker.close()
+
+
+def test_keys_off_a_request_starts_early_without_the_store():
+    worker = Access(Settings(), store=None, metrics=Metrics())  # keys and limits off: the store is never asked
+
+    async def run() -> tuple[Client, bool]:
+        admission, early = worker.start(request_from("10.0.0.1"), None, 5)
+        return await admission, early
+
+    assert asyncio.run(run()) == (Client("ip:10.0.0.1"), True)
+
+
+def test_the_subjects_remembered_are_bounded(store_url: str):
+    worker = access(store_url, require_api_keys=False, anonymous_req_limit=10**6)
+
+    async def run() -> None:
+        for i in range(HELD + 10):
+            await worker.admit(request_from(f"10.0.{i // 250}.{i % 250}"), None, 1)
+
+    asyncio.run(run())
+    assert len(worker.held) == HELD and "ip:10.0.0.0" not in worker.held
+    worker.close()
+
+
+async def refused_after(seconds: float) -> Client:
+    await asyncio.sleep(seconds)
+    raise TooManyRequests(Limit("minute", 1, fixed_window(time.time(), 60)), time.time())
+
+
+async def held_after(seconds: float) -> Client:
+    await asyncio.sleep(seconds)
+    return Client("ip:a")
+
+
+def answered(admission, work, linger: float = 0.0) -> object:
+    """once_admitted's answer (or exception) for an admission and a work, as coroutines; the loop runs on for
+    `linger` seconds after it."""
+
+    async def run() -> object:
+        request = SimpleNamespace(state=SimpleNamespace(admission=asyncio.ensure_future(admission)))
+        try:
+            return await once_admitted(request, work)
+        except Exception as error:
+            return error
+        finally:
+            await asyncio.sleep(linger)
+
+    return asyncio.run(run())
+
+
+def test_a_refusal_cancels_the_work_and_is_the_answer():
+    finished = []
+
+    async def work() -> str:
+        await asyncio.sleep(0.5)
+        finished.append(True)
+        return "translated"
+
+    assert isinstance(answered(refused_after(0.01), work(), linger=0.7), TooManyRequests) and not finished
+
+
+def test_a_refusal_is_the_answer_in_place_of_the_works_error():
+    async def invalid() -> str:
+        raise InvalidRequest("no such language")
+
+    assert isinstance(answered(refused_after(0.05), invalid()), TooManyRequests)
+    assert isinstance(answered(held_after(0.05), invalid()), InvalidRequest)
+
+
+def test_the_answer_waits_for_an_admission_under_way():
+    async def quick() -> str:
+        return "translated"
+
+    started = time.perf_counter()
+    assert answered(held_after(0.2), quick()) == "translated" and time.perf_counter() - started >= 0.2

@@ -2,14 +2,16 @@
 and with every request checked against a key with all three limits and counted in its usage, on SQLite and on
 PostgreSQL (service.worker.access: a worker's requests admitted in batches, one transaction each).
 
-    python -m bench.serving.store_cost [--seconds 10] [--repeats 3] [--base /tmp/base]
+    python -m bench.serving.store_cost [--seconds 10] [--lone-seconds 30] [--repeats 3] [--base /tmp/base]
 
-At each layout, one client's latency (p50, p99) and 32 clients' throughput, one sentence a request (wrk,
-bench.serving.loadgen), in interleaved rounds; the median round of each, over the same checkout's with the store
-off. With --base, another checkout (`git worktree add /tmp/base main`) serves the same layouts in the same rounds,
-side by side. The machine's load average (1 minute) is kept with every run: other work on its cores moves the
-figures, less so the CPU time that the service's processes and PostgreSQL's spend a request under 32 clients,
-which is kept too. Results: bench/results/store-cost.{json,md}.
+Each round starts a service for every layout (and with --base, for another checkout's too: `git worktree add
+/tmp/base main`), all at once. One client then sends one sentence a request to each in turn (bench.serving.paired):
+a lone client's latency, p50 and p99, every layout meeting the same moments of the machine, so that a difference of
+a few percent shows. Then 32 clients (wrk, bench.serving.loadgen) load each service in turn, the others idle:
+throughput. Reported: the median round of each layout, over its checkout's with the store off (the p50's ratio is
+taken within each round, then the median). The machine's load average (1 minute) is kept with every throughput run:
+other work on its cores moves the figures, less so the CPU time that the service's processes and PostgreSQL's spend
+a request under 32 clients, which is kept too. Results: bench/results/store-cost.{json,md}.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import shutil
 import subprocess
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from bench.common.cli import command_line
@@ -29,7 +32,8 @@ from bench.common.report import markdown_table, median, write_results
 from bench.common.sentences import SENTENCES
 from bench.common.timing import rotation
 from bench.serving.loadgen import run_load
-from service.launch import running_service
+from bench.serving.paired import paired_latency
+from service.launch import RunningService, running_service
 from service.store import Store
 from service.store.keys import Limits, add_key
 
@@ -52,35 +56,32 @@ def cpu_now(service_pid: int, postgres: Postgres | None) -> tuple[float, float]:
     return tree_cpu_seconds(service_pid), tree_cpu_seconds(postgres.pid) if postgres else 0.0
 
 
-def measure(checkout: Path, settings: dict, fields: dict, seconds: float, threads: int,
-            postgres: Postgres | None) -> dict:
-    log = RESULTS / "tmp" / "store-cost" / "service.log"
-    with running_service(MODEL_DIR, log, checkout=checkout, threads=threads, log_level="warning",
-                         **settings) as service:
-        run_load(service.url, SENTENCES, 32, 2, fields=fields)  # warm-up
-        alone = run_load(service.url, SENTENCES, 1, seconds, fields=fields)
-        before = cpu_now(service.process.pid, postgres)
-        many = run_load(service.url, SENTENCES, 32, seconds, fields=fields)
-        service_s, postgres_s = (end - start for start, end in zip(before, cpu_now(service.process.pid, postgres)))
-    return {"p50_ms": alone["latency_ms"]["p50"], "p99_ms": alone["latency_ms"]["p99"],
-            "throughput_32": many["sentences_per_s"], "errors": alone["errors"] + many["errors"],
+def loaded(service: RunningService, fields: dict, seconds: float, postgres: Postgres | None) -> dict:
+    """32 clients' throughput, and the CPU time spent a request, of one service."""
+    before = cpu_now(service.process.pid, postgres)
+    many = run_load(service.url, SENTENCES, 32, seconds, fields=fields)
+    service_s, postgres_s = (end - start for start, end in zip(before, cpu_now(service.process.pid, postgres)))
+    return {"throughput_32": many["sentences_per_s"], "errors": many["errors"],
             "service_cpu_ms": round(1000 * service_s / many["requests"], 2),
             "postgres_cpu_ms": round(1000 * postgres_s / many["requests"], 3),
             "load_1min": round(os.getloadavg()[0], 2)}
 
 
 def summary(runs: dict[tuple[str, str], list[dict]]) -> list[dict]:
-    """Each layout's median round, and its ratios over its checkout's with the store off."""
+    """Each layout's median round, and its ratios over its checkout's with the store off: the p50's within each
+    round (paired), the throughput's of the medians."""
     medians = {layout: {k: median([r[k] for r in rounds]) for k in MEDIANS} for layout, rounds in runs.items()}
     return [{"checkout": checkout, "layout": store, **medians[checkout, store],
-             "p50_vs_off": medians[checkout, store]["p50_ms"] / medians[checkout, "off"]["p50_ms"],
+             "p50_vs_off": median([r["p50_ms"] / off["p50_ms"]
+                                   for r, off in zip(runs[checkout, store], runs[checkout, "off"])]),
              "throughput_vs_off": medians[checkout, store]["throughput_32"] / medians[checkout, "off"]["throughput_32"],
              "rounds": runs[checkout, store]} for checkout, store in runs]
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--seconds", type=float, default=10, help="32 clients' load of each service a round")
+    p.add_argument("--lone-seconds", type=float, default=30, help="the lone client's rounds across the services")
     p.add_argument("--repeats", type=int, default=REPEATS)
     p.add_argument("--threads", type=int, default=THREADS, help="the engine's ONNX Runtime threads")
     p.add_argument("--base", type=Path, help="another checkout measured side by side (git worktree add /tmp/base main)")
@@ -91,17 +92,30 @@ def main(argv: list[str] | None = None) -> None:
     runs: dict[tuple[str, str], list[dict]] = {(checkout, store): [] for checkout in checkouts for store in STORES}
     with running_postgres() as postgres:
         for round_ in range(args.repeats):
-            for checkout, store in rotation(list(runs), round_):
-                data = RESULTS / "tmp" / "store-cost" / f"data-{checkout}-{store}-{round_}"
-                url = {"off": "", "SQLite": f"sqlite:///{data / 'translator.db'}",
-                       "PostgreSQL": postgres.database(f"cost_{checkout}_{round_}_{int(time.time())}")}[store]
-                settings = {"data_dir": data, "store_url": url, "require_api_keys": store != "off"}
-                fields = {"api_key": keyed_store(url)} if url else {}
-                run = measure(checkouts[checkout], settings, fields, args.seconds, args.threads,
-                              postgres if store == "PostgreSQL" else None)
-                runs[checkout, store].append(run)
-                print(f"round {round_ + 1}, {checkout} {store}: p50 {run['p50_ms']} ms, 32 clients "
-                      f"{run['throughput_32']:.1f} sentences/s, load {run['load_1min']}", flush=True)
+            with ExitStack() as stack:
+                services, fields = {}, {}
+                for checkout, store in runs:
+                    data = RESULTS / "tmp" / "store-cost" / f"data-{checkout}-{store}-{round_}"
+                    url = {"off": "", "SQLite": f"sqlite:///{data / 'translator.db'}",
+                           "PostgreSQL": postgres.database(f"cost_{checkout}_{round_}_{int(time.time())}")}[store]
+                    settings = {"data_dir": data, "store_url": url, "require_api_keys": store != "off"}
+                    fields[checkout, store] = {"api_key": keyed_store(url)} if url else {}
+                    log = RESULTS / "tmp" / "store-cost" / f"service-{checkout}-{store}.log"
+                    services[checkout, store] = stack.enter_context(running_service(
+                        MODEL_DIR, log, checkout=checkouts[checkout], threads=args.threads, log_level="warning",
+                        **settings))
+                for layout, service in services.items():  # warm-up
+                    run_load(service.url, SENTENCES, 32, 2, fields=fields[layout])
+                names = {f"{checkout} {store}": (checkout, store) for checkout, store in runs}
+                alone = paired_latency({name: services[names[name]].url for name in names}, SENTENCES,
+                                       args.lone_seconds, {name: fields[names[name]] for name in names})
+                for layout in rotation(list(runs), round_):
+                    run = {**alone[" ".join(layout)],
+                           **loaded(services[layout], fields[layout], args.seconds,
+                                    postgres if layout[1] == "PostgreSQL" else None)}
+                    runs[layout].append(run)
+                    print(f"round {round_ + 1}, {' '.join(layout)}: p50 {run['p50_ms']} ms, 32 clients "
+                          f"{run['throughput_32']:.1f} sentences/s, load {run['load_1min']}", flush=True)
     rows = summary(runs)
     base = f" (--base {args.base}: {git_commit(args.base)})" if args.base else ""
     text = f"`{command_line('bench.serving.store_cost')}`{base}\n\n" + markdown_table(

@@ -7,8 +7,14 @@ When the worker trusts each key they name and all of them fit, the batch is one 
 connection (service.store.at_once: PostgreSQL's one statement, SQLite's two); else one transaction of SQLAlchemy's
 says who is refused: one statement for each key's usage (which also finds a revoked key revoked at once) and one for
 each subject's limits while its requests fit. A worker reads a key's id and limits once a KEY_TRUST_S; whether it is
-revoked, with every batch. Every count is the store's and committed before the request goes on, so the limits stay
-exact and the usage never lags.
+revoked, with every batch. Every count is the store's and committed before the request is answered, so the limits
+stay exact and the usage never lags.
+
+A translation may start before its admission is settled (start(), early): when its subject's (its key's, or its
+address's) last admission in this worker held, one of the last HELD subjects admitted here, and no other early
+admission of the subject is under way here. Its answer still waits for the admission, and a refusal cancels its work
+and is the answer. A lone client thus waits for the store beside its translation, not before it, and a refused
+client's wasted work is at most one request a worker each time its admissions turn from held to refused.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import functools
 import math
 import random
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from fastapi import Request
@@ -46,6 +53,7 @@ class TooManyRequests(RequestError):
 
 KEY_TRUST_S = 60  # how long a worker trusts what it read of a key (its id and limits; whether it is revoked is read
 # with every request's usage)
+HELD = 1024  # the subjects whose last admission held that a worker remembers, for early admissions
 WORDS = {"minute": "requests per minute", "day": "requests per day", "chars": "characters per month"}
 
 
@@ -88,17 +96,51 @@ class Access:
         self.metrics = metrics
         self.batches: Batches[Asked, Client] = Batches(store, self._admit, self._admit_at_once)
         self.keys: dict[str, tuple[KeyCheck, float]] = {}  # a known key, and until when its id and limits are trusted
+        self.held: OrderedDict[str, None] = OrderedDict()  # the last HELD subjects (asking()) admitted here
+        self.early: set[str] = set()  # the subjects with an early admission under way here
 
     async def admit(self, request: Request, key: object, used: int) -> Client:
         """The request's client, once its key and limits allow it (Forbidden, TooManyRequests, StoreUnavailable):
         `key` as the request names it, `used` the characters of its text."""
+        admission, _ = self.start(request, key, used)
+        return await admission
+
+    def start(self, request: Request, key: object, used: int) -> tuple[asyncio.Future[Client], bool]:
+        """admit()'s admission under way, and whether the request's work may start before it is settled (early: see
+        the module's docstring)."""
         if not self.settings.limits_on:
-            return Client(f"ip:{address(request)}")
-        client = await self.batches.ask(Asked(key if isinstance(key, str) and key else None, address(request), used))
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(Client(f"ip:{address(request)}"))
+            return done, True
+        asked = Asked(key if isinstance(key, str) and key else None, address(request), used)
+        subject = self.asking(asked)
+        early = subject in self.held and subject not in self.early
+        if early:
+            self.early.add(subject)
+        return asyncio.ensure_future(self._ask(asked, subject, early)), early
+
+    async def _ask(self, asked: Asked, subject: str, early: bool) -> Client:
+        try:
+            client = await self.batches.ask(asked)
+        except BaseException:
+            self.held.pop(subject, None)
+            raise
+        finally:
+            if early:
+                self.early.discard(subject)
+        self.held[subject] = None
+        self.held.move_to_end(subject)
+        if len(self.held) > HELD:
+            self.held.popitem(last=False)
         if client.key_id is not None:
             self.metrics.key_requests.inc()
-            self.metrics.key_characters.inc(used)
+            self.metrics.key_characters.inc(asked.used)
         return client
+
+    def asking(self, asked: Asked) -> str:
+        """Who asks, as far as this worker can tell before the store answers: the key the request names (when keys
+        are on), else its address."""
+        return f"key {asked.key}" if self.settings.keys_required else f"ip:{asked.where}"
 
     def _admit(self, connection: Connection, batch: list[Asked]) -> list[Client | RequestError]:
         """In the batch's transaction (the batches' thread alone runs it): the clients, their keys' usage, which

@@ -65,14 +65,18 @@ def deepl_key(request: Request, params: dict[str, Any]) -> str:
     return str(params.get("auth_key", ""))
 
 
-async def admitted(request: Request, key_of: KeyOf, text: str) -> dict[str, Any]:
+async def admitted(request: Request, key_of: KeyOf, text: str, early: bool = False) -> dict[str, Any]:
     """The request's parameters: query string and body merged (service.worker.params), once its key (`key_of` reads
     it) and limits admit it (service.worker.access, counting the characters of its `text` parameter; client() then
-    names its client)."""
+    names its client). With `early`, the parameters come at once where the admission may settle beside the work
+    (Access.start), and the route answers through once_admitted()."""
 
     async def admit(values: dict[str, Any]) -> None:
         used = characters(values.get(text))
-        request.state.client = await state(request).access.admit(request, key_of(request, values), used)
+        admission, may_start = state(request).access.start(request, key_of(request, values), used)
+        request.state.admission = admission
+        if not (early and may_start):
+            await admission
 
     return await read_params(request, admit)
 
@@ -82,14 +86,53 @@ async def params(request: Request) -> dict[str, Any]:
     return await admitted(request, api_key, "q")
 
 
+async def early_params(request: Request) -> dict[str, Any]:
+    """params(), whose admission may settle beside the work (a route that answers through once_admitted())."""
+    return await admitted(request, api_key, "q", early=True)
+
+
 async def deepl_params(request: Request) -> dict[str, Any]:
     """A DeepL request's parameters, admitted (its key as DeepL sends it: deepl_key; its text's characters)."""
     return await admitted(request, deepl_key, "text")
 
 
+async def early_deepl_params(request: Request) -> dict[str, Any]:
+    """deepl_params(), whose admission may settle beside the work (a route that answers through once_admitted())."""
+    return await admitted(request, deepl_key, "text", early=True)
+
+
 def client(request: Request) -> Client:
-    """Whose request this is (after `params` or `deepl_params`)."""
-    return request.state.client
+    """Whose request this is, once admitted (after `params` or `deepl_params`; after `early_params` or
+    `early_deepl_params`, within once_admitted's work: its admission is settled first)."""
+    return request.state.admission.result()
+
+
+async def once_admitted(request: Request, work: Awaitable[T]) -> T:
+    """work's answer once the request's admission holds. An admission still under way (an early one) is awaited beside
+    the work: its refusal (or the store's failure) cancels the work and is the answer, also in place of the work's own
+    error; work that needs the client awaits settled() first."""
+    admission = request.state.admission
+    if admission.done():  # it held before the work started
+        return await work
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.wait({task, admission}, return_when=asyncio.FIRST_COMPLETED)
+        if admission.done() and admission.exception() is not None:
+            raise admission.exception()
+        try:
+            answer = await task
+        except Exception:
+            await admission  # its refusal is the answer
+            raise
+        await admission
+        return answer
+    finally:
+        task.cancel()  # only work that is not done: refused, or its client gone
+
+
+async def settled(request: Request) -> Client:
+    """The request's client, once its admission is settled (an early one may still be under way)."""
+    return await request.state.admission
 
 
 def glossary_owner(request: Request) -> str:
@@ -130,4 +173,6 @@ async def hung_up(request: Request) -> None:
 ServingPipeline = Annotated[Pipeline, Depends(pipeline)]
 PipelineNow = Annotated[Pipeline, Depends(pipeline_now)]
 Params = Annotated[dict[str, Any], Depends(params)]
+EarlyParams = Annotated[dict[str, Any], Depends(early_params)]
 DeepLParams = Annotated[dict[str, Any], Depends(deepl_params)]
+EarlyDeepLParams = Annotated[dict[str, Any], Depends(early_deepl_params)]

@@ -20,7 +20,17 @@ from service.worker.deepl.glossaries import Glossaries, GlossaryNotFound, matche
 from service.worker.deepl.glossary import Dictionary, Glossary, GlossaryError, parse_entries
 from service.worker.deepl.languages import name, served_code, source_code, target_codes
 from service.worker.deepl.request import DeepLError, flag, preserve_formatting, read_translate, text_field
-from service.worker.dependencies import DeepLParams, ServingPipeline, client, glossary_owner, state, unless_disconnected
+from service.worker.dependencies import (
+    DeepLParams,
+    EarlyDeepLParams,
+    ServingPipeline,
+    client,
+    glossary_owner,
+    once_admitted,
+    settled,
+    state,
+    unless_disconnected,
+)
 from service.worker.middleware import observe_pair
 from service.worker.pipeline import Options, Pipeline
 from service.worker.schemas import TranslateRequest
@@ -46,8 +56,15 @@ def served(p: Pipeline, code: str, field: str) -> str:
 
 
 @router.post("/v2/translate")
-async def translate(request: Request, params: DeepLParams, p: ServingPipeline) -> dict:
+async def translate(request: Request, params: EarlyDeepLParams, p: ServingPipeline) -> dict:
     """DeepL's /v2/translate: repeated text, source_lang (detected when absent), target_lang, and its options."""
+    answer, billed = await unless_disconnected(request, once_admitted(request, translated(request, params, p)))
+    state(request).metrics.billed_characters.inc(billed)
+    return answer
+
+
+async def translated(request: Request, params: dict, p: Pipeline) -> tuple[dict, int]:
+    """/v2/translate's answer, and the characters it bills."""
     fields = read_translate(params)
     target = served(p, fields.target_lang, "target_lang")
     source = served(p, fields.source_lang, "source_lang") if fields.source_lang else "auto"
@@ -55,15 +72,15 @@ async def translate(request: Request, params: DeepLParams, p: ServingPipeline) -
     if fields.glossary_id:
         if source == "auto":
             raise DeepLError("Use of a glossary requires the source_lang parameter to be specified.")
+        await settled(request)  # whose glossaries
         terms = await asyncio.to_thread(matcher, glossaries(request), glossary_owner(request), fields.glossary_id,
                                         source, target)
     req = TranslateRequest(q=fields.texts, source=source, target=target,
                            format="html" if fields.tag_handling else "text")
     observe_pair(request, p.pair_label(req))
-    answer = await unless_disconnected(request, p.translate(req, Options(fields.split, terms, fields.tags)))
+    answer = await p.translate(req, Options(fields.split, terms, fields.tags))
     detected = answer.detectedLanguage or []
     billed = [len(text) for text in fields.texts]
-    state(request).metrics.billed_characters.inc(sum(billed))
     translations = []
     for i, (text, translation) in enumerate(zip(fields.texts, answer.translatedText)):
         language = detected[i].language if source == "auto" else source
@@ -74,7 +91,7 @@ async def translate(request: Request, params: DeepLParams, p: ServingPipeline) -
         if fields.model_type_used:
             one["model_type_used"] = fields.model_type_used
         translations.append(one)
-    return {"translations": translations}
+    return {"translations": translations}, sum(billed)
 
 
 # --- what is served ------------------------------------------------------------------------------------------

@@ -8,7 +8,17 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel
 
 from service.worker.deepl.glossaries import matcher
-from service.worker.dependencies import Params, ServingPipeline, glossary_owner, state, unless_disconnected, validated
+from service.worker.dependencies import (
+    EarlyParams,
+    Params,
+    ServingPipeline,
+    glossary_owner,
+    once_admitted,
+    settled,
+    state,
+    unless_disconnected,
+    validated,
+)
 from service.worker.errors import InvalidRequest
 from service.worker.middleware import observe_pair
 from service.worker.pipeline import Options, Pipeline
@@ -34,12 +44,16 @@ def body_schema(model: type[BaseModel]) -> dict:
 @router.post("/translate", response_model=TranslateResponse, response_model_exclude_none=True,
              openapi_extra=body_schema(TranslateRequest))
 async def translate(
-    request: Request, p: ServingPipeline, values: Params
+    request: Request, p: ServingPipeline, values: EarlyParams
 ) -> TranslateResponse:
     """Translate q from source to target (LibreTranslate's API); parameters as JSON, form or query string."""
-    req = validated(TranslateRequest, values)
-    observe_pair(request, p.pair_label(req))
-    return await unless_disconnected(request, p.translate(req, await glossary_options(request, p, req)))
+
+    async def translated() -> TranslateResponse:
+        req = validated(TranslateRequest, values)
+        observe_pair(request, p.pair_label(req))
+        return await p.translate(req, await glossary_options(request, p, req))
+
+    return await unless_disconnected(request, once_admitted(request, translated()))
 
 
 async def glossary_options(request: Request, p: Pipeline, req: TranslateRequest) -> Options:
@@ -49,6 +63,7 @@ async def glossary_options(request: Request, p: Pipeline, req: TranslateRequest)
     if req.source == "auto":
         raise InvalidRequest("a glossary needs a source language")
     p.check(req)
+    await settled(request)  # whose glossaries
     terms = await asyncio.to_thread(matcher, state(request).glossaries, glossary_owner(request), req.glossary_id,
                                     req.source, req.target)
     return Options(terms=terms)
