@@ -6,6 +6,7 @@ without a thread of its own.
     batches = Batches(store, run)       # run(connection, items) -> an answer or a RequestError for each item
     batches = Batches(store, run, at_once)  # at_once(connection, items) -> the answers, or None: run's turn
     answer = await batches.ask(item)    # StoreUnavailable for all of a batch the store fails
+    future = batches.submit(item)       # the same, as a future of the running event loop
     batches.close()
 """
 
@@ -47,10 +48,13 @@ class Batches(Generic[Item, Answer]):
         self.lock = threading.Lock()
 
     async def ask(self, item: Item) -> Answer:
+        return await self.submit(item)
+
+    def submit(self, item: Item) -> asyncio.Future[Answer]:
         future = asyncio.get_running_loop().create_future()
         self.asked.put((item, future))
         self.started()
-        return await future
+        return future
 
     def started(self) -> None:
         if self.thread is None:

@@ -117,25 +117,24 @@ class Access:
         early = subject in self.held and subject not in self.early
         if early:
             self.early.add(subject)
-        return asyncio.ensure_future(self._ask(asked, subject, early)), early
+        admission = self.batches.submit(asked)
+        admission.add_done_callback(functools.partial(self._settled, asked, subject, early))
+        return admission, early
 
-    async def _ask(self, asked: Asked, subject: str, early: bool) -> Client:
-        try:
-            client = await self.batches.ask(asked)
-        except BaseException:
+    def _settled(self, asked: Asked, subject: str, early: bool, admission: asyncio.Future[Client]) -> None:
+        """What an admission's answer tells: whether its subject's last admission held, and its key's usage."""
+        if early:
+            self.early.discard(subject)
+        if admission.cancelled() or admission.exception() is not None:
             self.held.pop(subject, None)
-            raise
-        finally:
-            if early:
-                self.early.discard(subject)
+            return
         self.held[subject] = None
         self.held.move_to_end(subject)
         if len(self.held) > HELD:
             self.held.popitem(last=False)
-        if client.key_id is not None:
+        if admission.result().key_id is not None:
             self.metrics.key_requests.inc()
             self.metrics.key_characters.inc(asked.used)
-        return client
 
     def asking(self, asked: Asked) -> str:
         """Who asks, as far as this worker can tell before the store answers: the key the request names (when keys
