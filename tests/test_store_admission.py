@@ -238,7 +238,7 @@ def answered(admission, work, linger: float = 0.0) -> object:
     async def run() -> object:
         request = SimpleNamespace(state=SimpleNamespace(admission=asyncio.ensure_future(admission)))
         try:
-            return await once_admitted(request, work)
+            return await once_admitted(request, lambda: work)
         except Exception as error:
             return error
         finally:
@@ -272,3 +272,22 @@ def test_the_answer_waits_for_an_admission_under_way():
 
     started = time.perf_counter()
     assert answered(held_after(0.2), quick()) == "translated" and time.perf_counter() - started >= 0.2
+
+
+def test_a_refusal_settled_before_the_work_starts_is_the_answer():
+    ran = []
+
+    async def work() -> str:
+        ran.append(True)
+        return "translated"
+
+    async def run() -> object:
+        admission = asyncio.ensure_future(refused_after(0))
+        await asyncio.sleep(0.01)  # settled before once_admitted is asked
+        request = SimpleNamespace(state=SimpleNamespace(admission=admission))
+        try:
+            return await once_admitted(request, work)
+        except TooManyRequests as refused:
+            return refused
+
+    assert isinstance(asyncio.run(run()), TooManyRequests) and not ran

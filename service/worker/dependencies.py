@@ -107,14 +107,15 @@ def client(request: Request) -> Client:
     return request.state.admission.result()
 
 
-async def once_admitted(request: Request, work: Awaitable[T]) -> T:
-    """work's answer once the request's admission holds. An admission still under way (an early one) is awaited beside
-    the work: its refusal (or the store's failure) cancels the work and is the answer, also in place of the work's own
-    error; work that needs the client awaits settled() first."""
+async def once_admitted(request: Request, work: Callable[[], Awaitable[T]]) -> T:
+    """work()'s answer once the request's admission holds. An admission still under way (an early one) is awaited
+    beside the work: its refusal (or the store's failure) cancels the work and is the answer, also in place of the
+    work's own error; work that needs the client awaits settled() first."""
     admission = request.state.admission
-    if admission.done():  # it held before the work started
-        return await work
-    task = asyncio.ensure_future(work)
+    if admission.done():  # settled before the work started: a refusal is the answer, and no work is done
+        admission.result()
+        return await work()
+    task = asyncio.ensure_future(work())
     try:
         await asyncio.wait({task, admission}, return_when=asyncio.FIRST_COMPLETED)
         if admission.done() and admission.exception() is not None:

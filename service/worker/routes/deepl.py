@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import re
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -56,9 +57,10 @@ def served(p: Pipeline, code: str, field: str) -> str:
 
 
 @router.post("/v2/translate")
-async def translate(request: Request, params: EarlyDeepLParams, p: ServingPipeline) -> dict:
+async def translate(request: Request, p: ServingPipeline, params: EarlyDeepLParams) -> dict:
     """DeepL's /v2/translate: repeated text, source_lang (detected when absent), target_lang, and its options."""
-    answer, billed = await unless_disconnected(request, once_admitted(request, translated(request, params, p)))
+    work = functools.partial(translated, request, params, p)
+    answer, billed = await unless_disconnected(request, once_admitted(request, work))
     state(request).metrics.billed_characters.inc(billed)
     return answer
 

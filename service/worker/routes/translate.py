@@ -53,7 +53,7 @@ async def translate(
         observe_pair(request, p.pair_label(req))
         return await p.translate(req, await glossary_options(request, p, req))
 
-    return await unless_disconnected(request, once_admitted(request, translated()))
+    return await unless_disconnected(request, once_admitted(request, translated))
 
 
 async def glossary_options(request: Request, p: Pipeline, req: TranslateRequest) -> Options:
