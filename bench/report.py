@@ -153,7 +153,7 @@ def servers(results: list[dict]) -> list[Figure]:
     for clients in clients_run:
         figures.append(Figure(f"our throughput, {clients_text(clients)}", per_s(by["ours", clients]["sentences_per_s"]),
                               ""))
-    for clients in sorted({c for _, c in by}):
+    for clients in clients_run:
         ours, peer = by["ours", clients], by["libretranslate", clients]
         figures.append(Figure(f"RSS of the whole process tree after {clients_text(clients)}", mib(ours["rss_mib"]),
                               f"{times(ours['rss_mib'] / peer['rss_mib'])} LibreTranslate"))

@@ -10,15 +10,16 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
-from pydantic import Field, field_validator
+from pydantic import Field, TypeAdapter, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from core.search import SearchOptions
 from service.engine.config import CUDA_GRAPHS_MAX_ROWS, CUDA_GRAPHS_MEMORY_MB, Spin
 
+BOOLEAN = TypeAdapter(bool)  # how pydantic reads a boolean setting: `true`, `1`, `yes`, `on`, ...
 SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "models"
 ARGOS_INDEX = "https://raw.githubusercontent.com/argosopentech/argospm-index/main/index.json"  # LibreTranslate's
 DEFAULT_MODEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mt-service" / "models"
@@ -332,10 +333,14 @@ class Settings(BaseSettings):
 
     @field_validator("spin_threads", mode="before")
     @classmethod
-    def spin_booleans(cls, value: str | bool) -> str | bool:
-        """The setting was a boolean: `true` spins always, `false` never."""
-        booleans = {"true": "always", "1": "always", "false": "never", "0": "never", True: "always", False: "never"}
-        return booleans.get(value.lower() if isinstance(value, str) else value, value)
+    def spin_booleans(cls, value: object) -> object:
+        """The setting was a boolean: what pydantic reads as true spins always, as false never."""
+        if value in get_args(Spin):
+            return value
+        try:
+            return "always" if BOOLEAN.validate_python(value) else "never"
+        except ValidationError:
+            return value  # neither: the field's own error names the values
 
     @field_validator("api_keys", "cors_origins", "allowed_hosts", "models", "trusted_proxies", mode="before")
     @classmethod

@@ -39,7 +39,8 @@ def test_the_decoders_threads_spin_by_default(tiny_model_dir: Path):
     assert spins(ModelSessions(tiny_model_dir, ModelOptions(provider="cpu", threads=2)))["decoder"] == "always"
 
 
-@pytest.mark.parametrize(("value", "mode"), [("true", "always"), ("false", "never"), ("step", "step")])
+@pytest.mark.parametrize(("value", "mode"), [("true", "always"), ("false", "never"), ("yes", "always"),
+                                             ("off", "never"), ("step", "step")])
 def test_the_setting_takes_the_modes_and_the_old_booleans(monkeypatch: pytest.MonkeyPatch, value: str, mode: str):
     monkeypatch.setenv("TRANSLATOR_SPIN_THREADS", value)
     assert Settings().spin_threads == mode

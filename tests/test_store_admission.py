@@ -214,7 +214,8 @@ def test_the_subjects_remembered_are_bounded(store_url: str):
 
     async def run() -> None:
         for i in range(HELD + 10):
-            await worker.admit(request_from(f"10.0.{i // 250}.{i % 250}"), None, 1)
+            admission, _ = worker.start(request_from(f"10.0.{i // 250}.{i % 250}"), None, 1)
+            await admission
 
     asyncio.run(run())
     assert len(worker.held) == HELD and "ip:10.0.0.0" not in worker.held

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import statistics
 import time
 from urllib.parse import urlsplit
 
@@ -22,11 +23,6 @@ from bench.common.report import median
 from bench.serving.loadgen import translate_url
 
 WARM_UP = 20  # rounds not counted
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 def paired_latency(urls: dict[str, str], sentences: list[str], seconds: float, fields: dict[str, dict] | None = None,
@@ -60,5 +56,5 @@ def paired_latency(urls: dict[str, str], sentences: list[str], seconds: float, f
     finally:
         for connection in connections.values():
             connection.close()
-    return {name: {"p50_ms": round(median(values), 3), "p99_ms": round(percentile(values, 0.99), 3),
+    return {name: {"p50_ms": round(median(values), 3), "p99_ms": round(statistics.quantiles(values, n=100)[-1], 3),
                    "requests": len(values)} for name, values in latency.items()}

@@ -99,15 +99,10 @@ class Access:
         self.held: OrderedDict[str, None] = OrderedDict()  # the last HELD subjects (asking()) admitted here
         self.early: set[str] = set()  # the subjects with an early admission under way here
 
-    async def admit(self, request: Request, key: object, used: int) -> Client:
-        """The request's client, once its key and limits allow it (Forbidden, TooManyRequests, StoreUnavailable):
-        `key` as the request names it, `used` the characters of its text."""
-        admission, _ = self.start(request, key, used)
-        return await admission
-
     def start(self, request: Request, key: object, used: int) -> tuple[asyncio.Future[Client], bool]:
-        """admit()'s admission under way, and whether the request's work may start before it is settled (early: see
-        the module's docstring)."""
+        """The request's admission under way: its client once its key and limits allow it (Forbidden,
+        TooManyRequests, StoreUnavailable), `key` as the request names it, `used` the characters of its text; and
+        whether the request's work may start before it is settled (early: see the module's docstring)."""
         if not self.settings.limits_on:
             done = asyncio.get_running_loop().create_future()
             done.set_result(Client(f"ip:{address(request)}"))
