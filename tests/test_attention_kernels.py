@@ -44,10 +44,12 @@ def library() -> Path:
     return library
 
 
-@pytest.fixture(scope="module")
-def model() -> Transformer:
+@pytest.fixture(scope="module", params=[16, 24, 64], ids=lambda size: f"head{size}")
+def model(request) -> Transformer:
+    """A tiny model of two heads of this size: 16 and 64 (the shipped models') take the kernels' code for the usual
+    head sizes, 24 their code for any other."""
     torch.manual_seed(0)
-    return Transformer(preset("tiny", vocab_size=90, n_layers=2)).eval()
+    return Transformer(preset("tiny", vocab_size=90, n_layers=2, d_model=2 * request.param)).eval()
 
 
 @pytest.fixture(scope="module", params=["fp32", "int8"])

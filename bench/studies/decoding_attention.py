@@ -147,9 +147,10 @@ class BoundStep:
         self.top_tokens, self.top_logp = held[-2:]
 
     def run(self) -> dict[str, np.ndarray]:
-        """One run: its logits, its best tokens and its self-attention caches after it."""
+        """One run: its logits, its best tokens and its self-attention caches after it. The caches copied: a cache's
+        OrtValue shares the memory of an array that only this step holds, which goes with it."""
         self.session.run_with_iobinding(self.binding)
-        caches = {name: v.numpy() for name, v in self.caches.items() if name.startswith(f"{GraphIO.SELF}_")}
+        caches = {name: v.numpy().copy() for name, v in self.caches.items() if name.startswith(f"{GraphIO.SELF}_")}
         logits = self.binding.get_outputs()[-1]  # bound last
         return {**caches, GraphIO.LOGITS: logits.numpy(), GraphIO.TOP_TOKENS: self.top_tokens.numpy(),
                 GraphIO.TOP_LOGP: self.top_logp.numpy()}

@@ -86,7 +86,7 @@ def build(headers: Path, march: str) -> Path:
     """g++ -O3 -march=... -shared: the library, written beside its source."""
     compiler = os.environ.get("CXX", "g++")
     command = [compiler, "-O3", f"-march={march}", "-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math",
-               "-fopenmp-simd", "-std=c++17", "-shared", "-fPIC", f"-I{headers}", str(SOURCE), "-o", str(LIBRARY)]
+               "-std=c++17", "-shared", "-fPIC", f"-I{headers}", str(SOURCE), "-o", str(LIBRARY)]
     subprocess.run(command, check=True)
     return LIBRARY
 
