@@ -183,3 +183,32 @@ def test_the_slot_table_holds_a_sentences_encoder_keys_values_once(with_kernels:
         assert decoder.cache_bytes >= sum(int(np.prod(v.shape())) * 4 for v in decoder.self_kv + decoder.cross_kv)
     assert held and all(rows == sentences for rows, sentences in held)
     assert decoder.cache_bytes == 0  # the batch is empty: its caches are gone
+
+
+def join_where_one_left(decoder: Decoder, cfg) -> tuple[dict, list[bool]]:
+    """Three sentences, the first removed after a step, then a shorter one joins: each sentence's hypotheses, and
+    for a decoder whose caches are views (SlotTableDecoder), whether each cache tensor kept its memory across the
+    join."""
+    batch, opts = RunningBatch(decoder, cfg), SearchOptions(max_length_extra=30)
+    batch.add([[*range(4, 30), 2], [*range(30, 56), 2], [*range(56, 82), 2]], [opts] * 3, ["a", "b", "c"])
+    done = {s.key: s.result() for s in batch.step()}
+    done |= {s.key: s.result() for s in batch.remove({"a"})}
+    caches = lambda: [getattr(value, "owner", value) for value in decoder.self_kv + decoder.cross_kv]  # noqa: E731
+    before = caches()
+    batch.add([[5, 6, 7, 2]], [opts], ["d"])
+    kept = [after is owner for after, owner in zip(caches(), before)]
+    while len(batch):
+        done |= {s.key: s.result() for s in batch.step()}
+    return done, kept
+
+
+def test_a_join_takes_the_rows_that_left_without_copying_the_running_rows(with_kernels: ModelSessions,
+                                                                          exported: ModelSessions):
+    """A sentence that joins where one left is written into the rows it left (joined_in_place): the caches keep
+    their memory, and the batch translates as the step as exported, which copies the running rows."""
+    ours, kept = join_where_one_left(SlotTableDecoder(with_kernels), with_kernels.model_config)
+    reference, copied = join_where_one_left(ExportedDecoder(exported), exported.model_config)
+    assert kept and all(kept)
+    assert not any(copied)  # the test can tell a copy
+    assert set(ours) == set(reference) == {"a", "b", "c", "d"}
+    assert_same([ours[key] for key in reference], list(reference.values()))

@@ -212,12 +212,21 @@ class EagerDecoder:
         """After sentences left: cut the encoder keys/values to the longest source left and the self-attention
         cache to the slots the rows left need, so that a long sentence does not slow the batch once it is gone."""
         longest = longest_source(self.src_mask)
-        if longest < self.src_mask.shape[1]:
+        if self._cuts(longest, self.src_mask.shape[1]):
             self.cross_kv = self._resize(self.cross_kv, longest)
             self._replace(src_mask=np.ascontiguousarray(self.src_mask[:, :longest]))
-        slots = cache_slots(self.needed, self.model.model_config.max_len)
-        if slots < self.slots:
+        slots = self._slots_needed()
+        if self._cuts(slots, self.slots):
             self._set_self_kv(self._resize(self.self_kv, slots))
+
+    def _cuts(self, needed: int, held: int) -> bool:
+        """Whether _shrink cuts a cache's axis that holds `held` to the `needed` the rows left need: always where
+        it holds more, since the step reads all of it."""
+        return needed < held
+
+    def _slots_needed(self) -> int:
+        """The self-attention slots the rows need."""
+        return cache_slots(self.needed, self.model.model_config.max_len)
 
     def _resize(self, values: list, length: int) -> list[ort.OrtValue]:
         """values (OrtValues, or NumPy arrays) padded with zeros or cut to `length` along axis 2: a join onto no
@@ -230,9 +239,14 @@ class EagerDecoder:
         """concat(a_i, b_i) along the rows, b_i padded with zeros along axis 2 by `b_short` (0 when it has a_i's
         length already). a_i is not padded: its copy into the result is the only one (a join is one copy of the
         running batch's caches). Both lists are emptied: on the CPU the tensors are joined one at a time, each
-        pair let go before the next is made, so that a join holds one cache tensor twice, not the whole cache."""
+        pair let go before the next is made, so that a join holds one cache tensor twice, not the whole cache;
+        where the a_i are the first rows of tensors with room after them, b_i is written there (joined_in_place)."""
         if self.model.on_gpu:  # one run of the join graph: ONNX Runtime's arena keeps what the old ones held
             joined = run_graph(self.model, self.model.join, "a", a, {"pads_b": axis2_pads(b_short)}, second=("b", b))
+            a.clear()
+            b.clear()
+            return joined
+        if (joined := joined_in_place(a, b)) is not None:
             a.clear()
             b.clear()
             return joined
@@ -359,12 +373,25 @@ class SlotTableDecoder(EagerDecoder):
         self._replace(slot_rows=table)
 
     def _first_cache(self, rows: int) -> list[ort.OrtValue]:
-        """Memory allocated and left as it is: our kernels read no slot before they write it. At FEW_ROWS rows or
-        fewer, KERNELS_FIRST_SLOTS slots, which most sentences do not outgrow."""
+        """Memory allocated and left as it is: our kernels read no slot before they write it."""
         t, cfg = self.model, self.model.model_config
-        slots = cache_slots(KERNELS_FIRST_SLOTS if rows <= FEW_ROWS else 1, cfg.max_len)
-        shape = (rows, cfg.n_heads, slots, cfg.d_head)
+        shape = (rows, cfg.n_heads, self._first_slots(rows), cfg.d_head)
         return [cpu_tensor(shape, np.float32) for _ in t.self_names]
+
+    def _first_slots(self, rows: int) -> int:
+        """A batch's first slots: at FEW_ROWS rows or fewer, KERNELS_FIRST_SLOTS, which most sentences do not
+        outgrow."""
+        return cache_slots(KERNELS_FIRST_SLOTS if rows <= FEW_ROWS else 1, self.model.model_config.max_len)
+
+    def _cuts(self, needed: int, held: int) -> bool:
+        """Only once the rows need half of it or less: our kernels read no slot past a row's position, nor source
+        past its sentence's last token, so a cut saves memory alone, and a cache that keeps its rows' memory takes
+        the next sentences to join into the rows that left (joined_in_place), where a cut copies every row."""
+        return needed <= held // 2
+
+    def _slots_needed(self) -> int:
+        """Never fewer than a batch's first slots (which a cut would only make it grow back to)."""
+        return max(super()._slots_needed(), self._first_slots(len(self.positions)))
 
     def _cross_rows(self, cross_kv: list[ort.OrtValue], rows: np.ndarray) -> list[ort.OrtValue]:
         return cross_kv  # a row a sentence: the kernels read it through cross_from
@@ -531,6 +558,24 @@ def joined_on_cpu(a: np.ndarray, b: np.ndarray, dtype: type) -> ort.OrtValue:
     y[:rows] = a
     y[rows:, :, :kept] = b[:, :, :kept]
     y[rows:, :, kept:] = 0
+    return joined
+
+
+def joined_in_place(a: list, b: list) -> list[ort.OrtValue] | None:
+    """concat(a_i, b_i) along the rows, where every a_i is the first rows of a CPU tensor (first_rows) with room for
+    b_i's rows after them: b_i (cut to a_i's length, or padded with zeros) is written into that room, and the result
+    is a view of the tensor's first rows, so that the running rows are not copied. The room is that of rows that
+    left the batch (SlotTableDecoder moves the rows that stay to the first rows). None where one a_i has no room."""
+    rows, new = shape_of(a[0])[0], shape_of(b[0])[0]
+    if not all(hasattr(a_i, "owner") and a_i.owner.shape()[0] >= rows + new for a_i in a):
+        return None
+    joined = []
+    for a_i, b_i in zip(a, b):
+        y, x = a_i.owner.numpy(), host_array(b_i)  # y: the whole tensor's memory
+        kept = min(y.shape[2], x.shape[2])
+        y[rows : rows + new, :, :kept] = x[:, :, :kept]
+        y[rows : rows + new, :, kept:] = 0
+        joined.append(row_range(a_i.owner, 0, rows + new))
     return joined
 
 
