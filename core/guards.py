@@ -18,6 +18,7 @@ that a row whose best tokens are taken out still has others, re-ranks them, and 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -36,34 +37,46 @@ def wanted(opts: Guarded) -> bool:
     return opts.repetition_penalty != 1.0 or opts.no_repeat_ngram_size > 0
 
 
-def per_row(options: Sequence[Guarded], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each row's (repetition_penalty, no_repeat_ngram_size, ngram_repeats): the options of its sentence, which has
-    rows[i] rows."""
+@dataclass(frozen=True)
+class RowGuards:
+    """Each row's guard options, as per_row gives them for a batch's rows until its sentences change, with what
+    apply() would otherwise work out from them at every step."""
+
+    penalty: np.ndarray  # (R,) repetition_penalty
+    repeats: np.ndarray  # (R,) ngram_repeats
+    penalized: bool  # whether some row has a repetition penalty
+    sizes: list[tuple[int, np.ndarray | None]]  # each n-gram size in use and its rows (None: every row)
+
+
+def per_row(options: Sequence[Guarded], rows: np.ndarray) -> RowGuards:
+    """The rows' guards: the options of each sentence, which has rows[i] rows."""
     values = np.array([(o.repetition_penalty, o.no_repeat_ngram_size, o.ngram_repeats) for o in options])
     penalty, size, repeats = values.repeat(rows, axis=0).T if len(values) else np.zeros((3, 0))
-    return penalty, size.astype(np.int64), repeats.astype(np.int64)
+    size, repeats = size.astype(np.int64), repeats.astype(np.int64)
+    sizes = [(int(n), None if (size == n).all() else np.flatnonzero(size == n)) for n in np.unique(size[size > 0])]
+    return RowGuards(penalty, repeats, bool((penalty != 1.0).any()), sizes)
 
 
 def apply(top_tokens: np.ndarray, top_logp: np.ndarray, history: np.ndarray, lengths: np.ndarray,
-          options: tuple[np.ndarray, np.ndarray, np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]:
+          guards: RowGuards, width: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows' `width` best candidates once guarded: top_tokens, top_logp (R, W >= width) as the decoder gave them,
-    history (R, T) each row's tokens so far (the first lengths[r] of its row), options per_row's."""
-    penalty, size, repeats = options
-    logp = top_logp.astype(np.float64)
-    changed = False
-    if (penalty != 1.0).any():
+    history (R, T) each row's tokens so far (the first lengths[r] of its row)."""
+    logp = top_logp
+    if guards.penalized:
         held = np.arange(history.shape[1]) < lengths[:, None]  # (R, T)
         seen = ((history[:, None, :] == top_tokens[:, :, None]) & held[:, None, :]).any(axis=2)  # (R, W)
-        logp = np.where(seen, logp * penalty[:, None], logp)
-        changed = True
-    for n in np.unique(size[size > 0]):
-        rows = np.flatnonzero(size == n)
-        rows = rows[may_repeat(history[rows], lengths[rows], int(n), repeats[rows])]
+        logp = np.where(seen, logp * guards.penalty[:, None], logp)
+    for n, rows in guards.sizes:
+        if rows is None:  # every row: no copies of the history
+            rows = np.flatnonzero(may_repeat(history, lengths, n, guards.repeats))
+        else:
+            rows = rows[may_repeat(history[rows], lengths[rows], n, guards.repeats[rows])]
         if len(rows):
-            banned = repeated(top_tokens[rows], history[rows], lengths[rows], int(n), repeats[rows])
+            banned = repeated(top_tokens[rows], history[rows], lengths[rows], n, guards.repeats[rows])
+            if logp is top_logp:
+                logp = top_logp.astype(np.float64)
             logp[rows] = np.where(banned, -np.inf, logp[rows])
-            changed = True
-    if not changed:  # most steps: no row can complete a repeated n-gram
+    if logp is top_logp:  # most steps: no row can complete a repeated n-gram
         return top_tokens[:, :width], top_logp[:, :width]
     order = np.argsort(-logp, axis=1, kind="stable")[:, :width]
     return np.take_along_axis(top_tokens, order, axis=1), np.take_along_axis(logp, order, axis=1).astype(top_logp.dtype)

@@ -143,7 +143,7 @@ class RunningBatch:
         self.widest = 0  # the largest beam size
         self.forcing = False  # whether some sentence's next step is its first, with a forced token
         self.guarded = False  # whether some sentence has repetition guards (core.guards)
-        self.guard_options: tuple[np.ndarray, ...] | None = None  # guards.per_row's, until the sentences change
+        self.guard_options: guards.RowGuards | None = None  # guards.per_row's, until the sentences change
         # per row
         self.tokens = np.zeros(0, dtype=np.int64)  # its last token, read at the next step
         self.scores = np.zeros(0, dtype=np.float64)  # its log-probability so far (beams only)

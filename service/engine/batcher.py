@@ -207,7 +207,7 @@ class Batcher:
     def _expire(self) -> None:
         """Answer 503 (QueueFull) to the requests whose sentences cannot join within max_queue_wait_s, unstarted;
         their other sentences then leave too (submit). Not in a drain: the drain's deadline holds then."""
-        if self.closing:
+        if self.closing or not self.pending:
             return
         rate = self.throughput.rate
         if not (overdue := self.admission.overdue(self.pending, time.perf_counter(), rate)):
@@ -223,6 +223,8 @@ class Batcher:
 
     def _take_joining(self) -> list[Job]:
         """The waiting sentences that fit into the running batch, requests taking turns."""
+        if not self.pending:  # most steps: nobody waits
+            return []
         self.pending = [j for j in self.pending if not j.abandoned]
         running = [j for j in self.running if not j.abandoned]
         joining = self.admission.joining(self.pending, [len(j.ids) for j in running], time.perf_counter(),
