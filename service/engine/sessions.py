@@ -58,7 +58,7 @@ def session_options(threads: int, optimization: str, spin: Spin = "never", on_gp
 
     Spinning saves a wake-up per operator. Between two decoder steps it takes the CPU that the search, and beside
     an HTTP server on few cores the event loop, need: `step` stops it as a run returns. Every session has a pool
-    of its own: ModelSessions lets the decoder's alone spin.
+    of its own: ModelSessions lets the decoder's spin as asked, the others' within their runs alone.
     """
     shared_cpu_arena()
     opts = ort.SessionOptions()
@@ -128,14 +128,16 @@ class ModelSessions:
         # a GPU session copies a host array bound as an input to the device when it is bound (onnxruntime's
         # IOBinding::BindInput), not at each run: what the host writes in place later must be bound again
         self.copies_bound_inputs = self.on_gpu
-        # Only the decoder's threads may spin (spin_threads: always for the offline translator, within a step in the
-        # service beside its HTTP workers). Each session has threads of its own; when all spun, the encoder's and
-        # the cache graphs' took the cores from the decoder's (docs/decisions.md).
-        self.session_options = session_options(threads, optimization, "never", self.on_gpu)
+        # The decoder's threads spin as spin_threads says (always for the offline translator, within a step in the
+        # service beside its HTTP workers); the other sessions' within their runs alone, where the decoder's spin at
+        # all. Each session has threads of its own; when all spun always, the encoder's and the cache graphs' took
+        # the cores from the decoder's (docs/decisions.md).
+        others_spin = "never" if options.spin_threads == "never" else "step"
+        self.session_options = session_options(threads, optimization, others_spin, self.on_gpu)
         self.step_options = session_options(threads, optimization, options.spin_threads, self.on_gpu)
         # a step rewritten and loaded as bytes finds a large model's weights, its external data, in the folder
         self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
-        self.kernel_options = session_options(threads, optimization, "never", self.on_gpu)  # a cache graph of ours
+        self.kernel_options = session_options(threads, optimization, others_spin, self.on_gpu)  # a cache graph of ours
         self.encoder = self._session(graphs["encoder"])
         self.kernels = False  # whether the step runs our kernels (service.engine.kernels) or as exported
         self.step_graph: str | bytes = graphs["decoder"]  # the step the sessions load: on a GPU, rewritten
