@@ -554,10 +554,9 @@ def joined_on_cpu(a: np.ndarray, b: np.ndarray, dtype: type) -> ort.OrtValue:
     """concat(a, b) along the rows in a new CPU tensor of a's length (axis 2): b cut to it, or padded with zeros."""
     rows, h, length, dh = a.shape
     joined = cpu_tensor((rows + b.shape[0], h, length, dh), dtype)
-    y, kept = joined.numpy(), min(length, b.shape[2])  # y: the tensor's memory
+    y = joined.numpy()  # the tensor's memory
     y[:rows] = a
-    y[rows:, :, :kept] = b[:, :, :kept]
-    y[rows:, :, kept:] = 0
+    write_rows(y, rows, b)
     return joined
 
 
@@ -571,12 +570,16 @@ def joined_in_place(a: list, b: list) -> list[ort.OrtValue] | None:
         return None
     joined = []
     for a_i, b_i in zip(a, b):
-        y, x = a_i.owner.numpy(), host_array(b_i)  # y: the whole tensor's memory
-        kept = min(y.shape[2], x.shape[2])
-        y[rows : rows + new, :, :kept] = x[:, :, :kept]
-        y[rows : rows + new, :, kept:] = 0
+        write_rows(a_i.owner.numpy(), rows, host_array(b_i))  # into the whole tensor's memory
         joined.append(row_range(a_i.owner, 0, rows + new))
     return joined
+
+
+def write_rows(y: np.ndarray, start: int, x: np.ndarray) -> None:
+    """y[start : start + len(x)] = x, cut to y's length (axis 2) or padded with zeros."""
+    end, kept = start + len(x), min(y.shape[2], x.shape[2])
+    y[start:end, :, :kept] = x[:, :, :kept]
+    y[start:end, :, kept:] = 0
 
 
 def host_array(value: ort.OrtValue | np.ndarray) -> np.ndarray:
