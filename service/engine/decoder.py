@@ -635,5 +635,7 @@ def longest_source(src_mask: np.ndarray) -> int:
 
 
 def pad_columns(mask: np.ndarray, length: int) -> np.ndarray:
-    """A (N, S) bool mask padded with False to (N, length)."""
-    return np.pad(mask, [(0, 0), (0, length - mask.shape[1])])
+    """A (N, S) bool mask padded with False to (N, length), without np.pad's general machinery (a join pads two)."""
+    padded = np.zeros((len(mask), length), dtype=mask.dtype)
+    padded[:, : mask.shape[1]] = mask
+    return padded
