@@ -4,8 +4,11 @@
                                 the decoder's idle threads spinning between operators (as CTranslate2's OpenMP
                                 threads do by default)
     ort-fp32-nospin, ort-int8-nospin
-                                the same with the decoder's threads sleeping instead, as they do in the service's
-                                engine by default (TRANSLATOR_SPIN_THREADS; not in bench.offline.engines' defaults)
+                                the same with the decoder's threads sleeping instead (TRANSLATOR_SPIN_THREADS `never`;
+                                not in bench.offline.engines' defaults)
+    ort-fp32-step, ort-int8-step
+                                the same with the threads spinning within a run only, as the service's engine has
+                                them by default (TRANSLATOR_SPIN_THREADS `step`)
     pytorch-cache               model.decode.translate with the KV-cached decoder the model is evaluated with
     pytorch-nocache             the same re-running the decoder over the whole prefix at every step
     ct2-float32, ct2-int8       CTranslate2 (bench.common.ct2_engine) on the conversion of the same checkpoint, or
@@ -44,9 +47,10 @@ def load_engine(
         from service.translator import Translator
 
         precision, _, suffix = variant.partition("-")
-        if suffix not in ("", "nospin"):
+        spins = {"": "always", "nospin": "never", "step": "step"}
+        if suffix not in spins:
             raise ValueError(f"unknown engine {name}")
-        spin = "never" if suffix == "nospin" else "always"
+        spin = spins[suffix]
         translator = Translator(model_dir, precision, provider="cpu", threads=threads, spin_threads=spin)
         return ort_engine(translator, pair)
     if kind == "ct2":

@@ -1,0 +1,177 @@
+"""What a lone client's request costs beyond its translation, ours against LibreTranslate's.
+
+    python -m bench.serving.lone_path [--seconds 10] [--rounds 3] [--threads N] [--precision fp32|int8]
+
+A round: each server in turn (started as bench.serving.servers starts it, warmed up) serves one client for
+--seconds (bench.serving.loadgen: the test sentences in turn, one a request); then each server's engine alone in a
+process of its own (bench.common.processes.EngineProcess, the same threads) translates the sentences that client
+sent, one at a time, texts in and out (their tokenizers' work included, which ours does in the HTTP worker when
+served): ours the offline Translator with the service's spinning (`step`) and repetition guards (its settings'
+defaults), LibreTranslate's CTranslate2 on the same model at the same precision.
+A request's path is the server's time a request less its engine's time a sentence alone: for ours the HTTP worker,
+the round trip to the engine process and the batcher; for LibreTranslate its Flask app and Argos Translate around
+CTranslate2. Ours is split further by the service's metrics (/metrics): the time from the engine's queue to the
+answer (translator_queue_wait_seconds and translator_inference_seconds) less the engine alone is the batcher's,
+the rest of the request is the HTTP worker's and the round trip's (translator_request_latency_seconds is the
+worker's whole request).
+Reported: medians over rounds, written to bench/results/lone-path.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import httpx
+
+from bench.common.cli import add_engine_arguments, command_line, settings_of
+from bench.common.defaults import LOAD_SECONDS, RESULTS
+from bench.common.engines import COMPUTE_TYPES, ensure_ct2_model
+from bench.common.machine import environment
+from bench.common.processes import EngineProcess
+from bench.common.report import markdown_table, median, write_results
+from bench.common.sentences import multi30k_sentences
+from bench.common.timing import rotation
+from bench.serving import argos
+from bench.serving.loadgen import run_load
+from bench.serving.servers import running_libretranslate
+from core.search import SearchOptions
+from service.launch import RunningService, running_service
+from service.settings import Settings
+
+SERVERS = {"ours": "ort-{precision}-step", "libretranslate": "ct2-{compute_type}"}  # each server's engine alone
+PACKAGES = ["onnxruntime", "onnxruntime-gpu", "ctranslate2", "fastapi", "uvicorn", "pyzmq", "numpy"]
+# the service's own time of what it measures, summed over the requests so far: /metrics' *_sum lines
+ENGINE_SUMS = ("translator_queue_wait_seconds_sum", "translator_inference_seconds_sum")
+REQUEST_SUM = "translator_request_latency_seconds_sum"
+
+
+def metric_sums(url: str) -> dict[str, float]:
+    """Each *_sum of the service's metrics, over every label and process."""
+    sums: dict[str, float] = {}
+    for line in httpx.get(url + "/metrics").text.splitlines():
+        if match := re.match(r"(\w+_sum)(?:\{[^}]*\})? ([-0-9.e+]+)$", line):
+            sums[match[1]] = sums.get(match[1], 0.0) + float(match[2])
+    return sums
+
+
+def server(name: str, args: argparse.Namespace, log: Path) -> AbstractContextManager[RunningService]:
+    if name == "ours":
+        return running_service(args.model_dir, log, threads=args.threads, precision=args.precision, beam_size=1)
+    return running_libretranslate(log, args.threads, COMPUTE_TYPES[args.precision], 1, f"{args.source},{args.target}")
+
+
+def served(name: str, args: argparse.Namespace, sentences: list[str], round_: int) -> dict:
+    """One client's run against one server: ms a request, and (ours) the service's own sums over it."""
+    with server(name, args, args.out / "tmp" / f"lone-path-{name}-{round_}.log") as service:
+        run_load(service.url, sentences, 4, args.warmup, source=args.source, target=args.target)
+        before = metric_sums(service.url) if name == "ours" else {}
+        load = run_load(service.url, sentences, 1, args.seconds, source=args.source, target=args.target)
+        after = metric_sums(service.url) if name == "ours" else {}
+    record = {"server": name, "round": round_, "requests": load["ok"], "errors": load["errors"],
+              "request_ms": 1000 * load["seconds"] / load["ok"]}  # fmt: skip
+    if name == "ours":
+        per_request = lambda key: 1000 * (after[key] - before.get(key, 0.0)) / load["ok"]  # noqa: E731
+        record["worker_ms"] = per_request(REQUEST_SUM)
+        record["engine_ms"] = sum(per_request(key) for key in ENGINE_SUMS)
+    return record
+
+
+def alone(engine: EngineProcess, sentences: list[str], opts: SearchOptions) -> float:
+    """ms a sentence of the engine alone, one sentence at a time."""
+    return 1000 * engine.run(sentences, opts, 1, in_order=True)["seconds"] / len(sentences)
+
+
+def measure(args: argparse.Namespace, sentences: list[str]) -> list[dict]:
+    guards = Settings()  # the service's repetition guards, as its settings' defaults have them
+    options = {
+        "ours": SearchOptions(repetition_penalty=guards.repetition_penalty,
+                              no_repeat_ngram_size=guards.no_repeat_ngram_size, ngram_repeats=guards.ngram_repeats),
+        "libretranslate": SearchOptions(),
+    }  # fmt: skip
+    names = {name: engine.format(precision=args.precision, compute_type=COMPUTE_TYPES[args.precision])
+             for name, engine in SERVERS.items()}  # fmt: skip
+    engines = {name: EngineProcess(names[name], args.model_dir, args.threads, args.ct2_dir) for name in SERVERS}
+    records = []
+    try:
+        for round_ in range(args.rounds):
+            for name in rotation(list(SERVERS), round_):
+                record = served(name, args, sentences, round_)
+                record["engine_alone_ms"] = alone(engines[name], sentences[: record["requests"]], options[name])
+                record["path_ms"] = record["request_ms"] - record["engine_alone_ms"]
+                records.append(record)
+                print(f"round {round_} {name:14s}: {record['request_ms']:.2f} ms a request, its engine alone "
+                      f"{record['engine_alone_ms']:.2f} ms", file=sys.stderr)
+    finally:
+        for engine in engines.values():
+            engine.close()
+    return records
+
+
+def summarize(records: list[dict]) -> dict:
+    """Medians over rounds per server; ours split; the ratio of the paths."""
+    summary = {}
+    for name in SERVERS:
+        rows = [r for r in records if r["server"] == name]
+        keys = [k for k in rows[0] if k.endswith("_ms")]
+        summary[name] = {key: median([r[key] for r in rows]) for key in keys} | {"rounds": len(rows)}
+    ours = summary["ours"]
+    ours["batcher_ms"] = ours["engine_ms"] - ours["engine_alone_ms"]
+    ours["worker_and_round_trip_ms"] = ours["request_ms"] - ours["engine_ms"]
+    summary["path_ratio"] = ours["path_ms"] / summary["libretranslate"]["path_ms"]
+    return summary
+
+
+def markdown(result: dict) -> str:
+    env, settings, s = result["environment"], result["settings"], result["summary"]
+    ours, theirs = s["ours"], s["libretranslate"]
+    rows = [[name, f"{r['request_ms']:.2f}", f"{r['engine_alone_ms']:.2f}", f"{r['path_ms']:.2f}"]
+            for name, r in (("ours", ours), ("libretranslate", theirs))]  # fmt: skip
+    split = [
+        ["the engine alone (offline, one sentence at a time)", f"{ours['engine_alone_ms']:.2f}"],
+        ["the engine process beyond it: queue, batcher, metrics", f"{ours['batcher_ms']:.2f}"],
+        ["the HTTP worker, the round trip to the engine, the client", f"{ours['worker_and_round_trip_ms']:.2f}"],
+    ]
+    return (
+        f"Machine: {env['cpu']}, {env['cores']} cores. {settings['threads']} inference threads, "
+        f"{settings['precision']}, greedy; one client, {settings['seconds']:g} s a round, {settings['rounds']} "
+        "rounds (medians); one test sentence a request.\n\n"
+        + markdown_table(["server", "ms a request", "its engine alone, ms a sentence", "the path, ms"], rows)
+        + f"\nOur path over LibreTranslate's: {s['path_ratio']:.2f}×.\n\nOur request, ms:\n\n"
+        + markdown_table(["where", "ms"], split)
+    )
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_engine_arguments(p, ct2=True)
+    p.add_argument("--seconds", type=float, default=LOAD_SECONDS / 2, help="one client's time a server a round")
+    p.add_argument("--warmup", type=float, default=3, help="seconds of load at concurrency 4 first, not counted")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--precision", choices=sorted(COMPUTE_TYPES), default="fp32")
+    p.add_argument("--source", default="en")
+    p.add_argument("--target", default="de")
+    p.add_argument("--out", type=Path, default=RESULTS, help="where lone-path.json and lone-path.md go")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    sentences = multi30k_sentences(lang=args.source)
+    argos.ensure_venv()
+    args.ct2_dir = ensure_ct2_model(args.model_dir, args.ct2_dir)
+    argos.install_packages(args.ct2_dir, args.source, args.target, args.out / "tmp" / "argos")
+    records = measure(args, sentences)
+    env = environment(PACKAGES)
+    env["libretranslate_venv"] = argos.versions()
+    result = {"environment": env, "settings": settings_of(args, "out"),
+              "command": command_line("bench.serving.lone_path", argv), "summary": summarize(records),
+              "runs": records}  # fmt: skip
+    print("\n".join(str(p) for p in write_results(args.out, "lone-path", result, markdown(result))))
+
+
+if __name__ == "__main__":
+    main()
