@@ -78,8 +78,9 @@ class Settings(BaseSettings):
     )
     spin_threads: Spin = Field(
         "step", description="when the decoder's idle ONNX Runtime threads spin for work rather than sleep between "
-        "its operators (the other graphs' threads never spin): `never`; `step`, within a decoder step, stopping as "
-        "it returns, so that the search and the HTTP workers have the cores between steps; `always` (`true`), "
+        "its operators (the other graphs' threads, but with `never`, within their runs alone): `never`; `step`, "
+        "within a decoder step, stopping as it returns, so that the search and the HTTP workers have the cores "
+        "between steps; `always` (`true`), "
         "between steps too, as the offline Translator does: faster for a lone client, slower under load "
         "(BENCHMARKS.md#the-decoders-threads-spinning). `false` is `never`"
     )
