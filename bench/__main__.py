@@ -126,6 +126,10 @@ BENCHMARKS = [
         "our service against LibreTranslate on the same model, 1 to 64 clients",
     ),
     Benchmark(
+        "lone_path", "bench.serving.lone_path",
+        "what a lone client's request costs beyond its translation, ours against LibreTranslate's",
+    ),
+    Benchmark(
         "frontend", "bench.serving.frontend",
         "what the HTTP workers sustain alone and with the real engine, against one process",
     ),
