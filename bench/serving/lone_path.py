@@ -1,6 +1,6 @@
 """What a lone client's request costs beyond its translation, ours against LibreTranslate's.
 
-    python -m bench.serving.lone_path [--seconds 10] [--rounds 3] [--threads N] [--precision fp32|int8]
+    python -m bench.serving.lone_path [--seconds 10] [--rounds 3] [--threads N] [--precision fp32|int8] [--beam 1]
 
 A round: each server in turn (started as bench.serving.servers starts it, warmed up) serves one client for
 --seconds (bench.serving.loadgen: the test sentences in turn, one a request); then each server's engine alone in a
@@ -20,12 +20,11 @@ Reported: medians over rounds, written to bench/results/lone-path.{json,md}.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-from contextlib import AbstractContextManager
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common.cli import add_engine_arguments, command_line, settings_of
 from bench.common.defaults import LOAD_SECONDS, RESULTS
@@ -37,9 +36,8 @@ from bench.common.sentences import multi30k_sentences
 from bench.common.timing import rotation
 from bench.serving import argos
 from bench.serving.loadgen import run_load
-from bench.serving.servers import running_libretranslate
+from bench.serving.servers import running
 from core.search import SearchOptions
-from service.launch import RunningService, running_service
 from service.settings import Settings
 
 SERVERS = {"ours": "ort-{precision}-step", "libretranslate": "ct2-{compute_type}"}  # each server's engine alone
@@ -52,21 +50,16 @@ REQUEST_SUM = "translator_request_latency_seconds_sum"
 def metric_sums(url: str) -> dict[str, float]:
     """Each *_sum of the service's metrics, over every label and process."""
     sums: dict[str, float] = {}
-    for line in httpx.get(url + "/metrics").text.splitlines():
-        if match := re.match(r"(\w+_sum)(?:\{[^}]*\})? ([-0-9.e+]+)$", line):
-            sums[match[1]] = sums.get(match[1], 0.0) + float(match[2])
+    for family in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=30).text):
+        for sample in family.samples:
+            if sample.name.endswith("_sum"):
+                sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
     return sums
-
-
-def server(name: str, args: argparse.Namespace, log: Path) -> AbstractContextManager[RunningService]:
-    if name == "ours":
-        return running_service(args.model_dir, log, threads=args.threads, precision=args.precision, beam_size=1)
-    return running_libretranslate(log, args.threads, COMPUTE_TYPES[args.precision], 1, f"{args.source},{args.target}")
 
 
 def served(name: str, args: argparse.Namespace, sentences: list[str], round_: int) -> dict:
     """One client's run against one server: ms a request, and (ours) the service's own sums over it."""
-    with server(name, args, args.out / "tmp" / f"lone-path-{name}-{round_}.log") as service:
+    with running(name, args, args.out / "tmp" / f"lone-path-{name}-{round_}.log") as service:
         run_load(service.url, sentences, 4, args.warmup, source=args.source, target=args.target)
         before = metric_sums(service.url) if name == "ours" else {}
         load = run_load(service.url, sentences, 1, args.seconds, source=args.source, target=args.target)
@@ -88,9 +81,9 @@ def alone(engine: EngineProcess, sentences: list[str], opts: SearchOptions) -> f
 def measure(args: argparse.Namespace, sentences: list[str]) -> list[dict]:
     guards = Settings()  # the service's repetition guards, as its settings' defaults have them
     options = {
-        "ours": SearchOptions(repetition_penalty=guards.repetition_penalty,
+        "ours": SearchOptions(beam_size=args.beam, repetition_penalty=guards.repetition_penalty,
                               no_repeat_ngram_size=guards.no_repeat_ngram_size, ngram_repeats=guards.ngram_repeats),
-        "libretranslate": SearchOptions(),
+        "libretranslate": SearchOptions(beam_size=args.beam),
     }  # fmt: skip
     names = {name: engine.format(precision=args.precision, compute_type=COMPUTE_TYPES[args.precision])
              for name, engine in SERVERS.items()}  # fmt: skip
@@ -128,6 +121,7 @@ def summarize(records: list[dict]) -> dict:
 def markdown(result: dict) -> str:
     env, settings, s = result["environment"], result["settings"], result["summary"]
     ours, theirs = s["ours"], s["libretranslate"]
+    search = "greedy" if settings["beam"] == 1 else f"beam {settings['beam']}"
     rows = [[name, f"{r['request_ms']:.2f}", f"{r['engine_alone_ms']:.2f}", f"{r['path_ms']:.2f}"]
             for name, r in (("ours", ours), ("libretranslate", theirs))]  # fmt: skip
     split = [
@@ -137,7 +131,7 @@ def markdown(result: dict) -> str:
     ]
     return (
         f"Machine: {env['cpu']}, {env['cores']} cores. {settings['threads']} inference threads, "
-        f"{settings['precision']}, greedy; one client, {settings['seconds']:g} s a round, {settings['rounds']} "
+        f"{settings['precision']}, {search}; one client, {settings['seconds']:g} s a round, {settings['rounds']} "
         "rounds (medians); one test sentence a request.\n\n"
         + markdown_table(["server", "ms a request", "its engine alone, ms a sentence", "the path, ms"], rows)
         + f"\nOur path over LibreTranslate's: {s['path_ratio']:.2f}×.\n\nOur request, ms:\n\n"
@@ -152,6 +146,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=float, default=3, help="seconds of load at concurrency 4 first, not counted")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--precision", choices=sorted(COMPUTE_TYPES), default="fp32")
+    p.add_argument("--beam", type=int, default=1, help="beam size of both servers and engines (1: greedy)")
     p.add_argument("--source", default="en")
     p.add_argument("--target", default="de")
     p.add_argument("--out", type=Path, default=RESULTS, help="where lone-path.json and lone-path.md go")
