@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.common.cli import add_engine_arguments, command_line, settings_of
+from bench.common.cli import command_line, settings_of
 from bench.common.defaults import LOAD_SECONDS, RESULTS
 from bench.common.engines import COMPUTE_TYPES, ensure_ct2_model
 from bench.common.machine import environment
@@ -36,7 +36,7 @@ from bench.common.sentences import multi30k_sentences
 from bench.common.timing import rotation
 from bench.serving import argos
 from bench.serving.loadgen import run_load
-from bench.serving.servers import running
+from bench.serving.servers import add_server_arguments, running
 from core.search import SearchOptions
 from service.settings import Settings
 
@@ -141,14 +141,9 @@ def markdown(result: dict) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_engine_arguments(p, ct2=True)
+    add_server_arguments(p)  # its --beam the engines' alone too
     p.add_argument("--seconds", type=float, default=LOAD_SECONDS / 2, help="one client's time a server a round")
-    p.add_argument("--warmup", type=float, default=3, help="seconds of load at concurrency 4 first, not counted")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--precision", choices=sorted(COMPUTE_TYPES), default="fp32")
-    p.add_argument("--beam", type=int, default=1, help="beam size of both servers and engines (1: greedy)")
-    p.add_argument("--source", default="en")
-    p.add_argument("--target", default="de")
     p.add_argument("--out", type=Path, default=RESULTS, help="where lone-path.json and lone-path.md go")
     return p.parse_args(argv)
 

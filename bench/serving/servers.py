@@ -145,18 +145,24 @@ def plot(summary: list[dict], path: Path) -> None:
             log_x_panel(ax, sorted({r["concurrency"] for r in summary}))
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_server_arguments(p: argparse.ArgumentParser) -> None:
+    """--model-dir, --threads and --ct2-dir, and what running() and the warm-up read besides: --precision, --beam,
+    --source, --target, --warmup."""
     add_engine_arguments(p, ct2=True)
-    p.add_argument("--servers", nargs="+", default=SERVERS, choices=SERVERS)
-    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64])
-    p.add_argument("--seconds", type=float, default=LOAD_SECONDS, help="load time per concurrency level")
     p.add_argument("--warmup", type=float, default=3, help="seconds of load at concurrency 4 first, not counted")
-    p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--precision", choices=sorted(COMPUTE_TYPES), default="fp32")
     p.add_argument("--beam", type=int, default=1, help="beam size of both servers (1: greedy)")
     p.add_argument("--source", default="en")
     p.add_argument("--target", default="de")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_server_arguments(p)
+    p.add_argument("--servers", nargs="+", default=SERVERS, choices=SERVERS)
+    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64])
+    p.add_argument("--seconds", type=float, default=LOAD_SECONDS, help="load time per concurrency level")
+    p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--split", default=TEST_SPLIT)
     p.add_argument("--out", type=Path, default=RESULTS, help="where servers.json, servers.md, servers.png go")
     return p.parse_args(argv)
