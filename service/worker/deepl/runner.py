@@ -9,6 +9,7 @@ restarted, translates it anew.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from pathlib import PurePath
@@ -39,6 +40,7 @@ class DocumentRunner:
         self.running: dict[str, asyncio.Task] = {}  # by document_id (a reference keeps each task alive)
         self.remaining: dict[str, int | None] = {}  # seconds_remaining of each running job, for renew()
         self.keeper: asyncio.Task | None = None
+        self.stopping = asyncio.Event()
 
     def begin(self, p: Pipeline) -> None:
         """Keep the jobs from now on (keep()), once the worker serves."""
@@ -57,9 +59,10 @@ class DocumentRunner:
     async def keep(self, p: Pipeline) -> None:
         """For as long as the worker serves: renew the leases of its jobs (a job whose lease another worker took
         meanwhile is dropped here), claim the jobs that no worker holds, first at once (those let go when the
-        service stopped), and forget those past their retention."""
+        service stopped), and forget those past their retention; until the worker stops, each round whole (a
+        cancelled round could leave a job claimed in the store that no task translates)."""
         store_down = False
-        while True:
+        while not self.stopping.is_set():
             try:
                 held = await asyncio.to_thread(self.jobs.renew, dict(self.remaining))
                 for document_id in set(self.running) - held:
@@ -74,12 +77,15 @@ class DocumentRunner:
                 if not store_down:  # once an outage
                     log.error("document jobs: the store is unavailable (%s)", error)
                 store_down = True
-            await asyncio.sleep(self.every_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), self.every_s)
 
     async def stop(self) -> None:
-        """Stop keeping the jobs; cancel the running ones and let them go (the worker stops)."""
+        """Stop keeping the jobs once the keeper's round ends; cancel the running ones and let them go (the worker
+        stops)."""
+        self.stopping.set()
         if self.keeper:
-            self.keeper.cancel()
+            await asyncio.gather(self.keeper, return_exceptions=True)
         document_ids, tasks = list(self.running), list(self.running.values())
         for task in tasks:
             task.cancel()

@@ -1,0 +1,46 @@
+"""The document runner lets go of every job it holds when its worker stops, even one claimed as the stop began."""
+
+import asyncio
+import threading
+from types import SimpleNamespace
+
+from service.worker.deepl.runner import DocumentRunner
+
+
+class SlowClaims:
+    """Document jobs whose claim() waits for `claiming` to be set: it takes one job that no task translates yet."""
+
+    def __init__(self):
+        self.claiming, self.claim_began = threading.Event(), threading.Event()
+        self.released: list[str] = []
+
+    def renew(self, remaining: dict) -> set[str]:
+        return set()
+
+    def claim(self) -> list:
+        self.claim_began.set()
+        assert self.claiming.wait(10)
+        return [SimpleNamespace(document_id="taken-up")]
+
+    def sweep(self) -> None:
+        pass
+
+    def release(self, document_ids: list[str]) -> None:
+        self.released.extend(document_ids)
+
+
+def test_a_job_claimed_as_the_worker_stops_is_let_go():
+    jobs = SlowClaims()
+
+    async def scenario() -> None:
+        runner = DocumentRunner(jobs, glossaries=None, access=None, lease_s=60)
+        runner.translate = lambda p, job: asyncio.sleep(3600)  # a job translating until cancelled
+        runner.begin(p=None)
+        await asyncio.to_thread(jobs.claim_began.wait, 10)
+        stopped = asyncio.create_task(runner.stop())
+        await asyncio.sleep(0.1)  # the stop began while the claim is under way
+        jobs.claiming.set()
+        await asyncio.wait_for(stopped, 10)
+
+    asyncio.run(scenario())
+    assert jobs.released == ["taken-up"]
