@@ -41,12 +41,12 @@ serve: $(VENV)/.serve kernels
 # Real Prometheus, promtool and nginx are used by the tests, wrk by the load generator, Chromium by the page's
 # browser test, PostgreSQL by the store's tests, nodejs and npm by tests/test_deepl_node.py (deepl-node: npm installs
 # it into .cache/deepl-node on first use) (Debian packages).
+SYSTEM_DEPS := prometheus:prometheus promtool:prometheus nginx:nginx-light wrk:wrk chromium:chromium \
+	/usr/lib/postgresql/*/bin/initdb:postgresql node:nodejs npm:npm  # command:package, installed where missing
 system-deps:
-	@command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v nginx >/dev/null && \
-		command -v wrk >/dev/null && command -v chromium >/dev/null && ls /usr/lib/postgresql/*/bin/initdb \
-		>/dev/null 2>&1 && command -v node >/dev/null && command -v npm >/dev/null || (apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus nginx-light wrk chromium postgresql \
-		nodejs npm >/dev/null)
+	@missing=$$(for dep in $(SYSTEM_DEPS); do command -v $${dep%:*} >/dev/null || echo $${dep##*:}; done | sort -u); \
+		test -z "$$missing" || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		$$missing >/dev/null)
 
 # The tests score the shipped model on Multi30k: MULTI30K_DIR, else fetched into data/multi30k, else one line on how.
 data: $(VENV)/bin/python
