@@ -175,8 +175,10 @@ def lone_path(results: list[dict]) -> list[Figure]:
                f"{times(ours['request_ms'] / theirs['request_ms'])} LibreTranslate's"),
         Figure("of it, the engine process beyond the engine alone (queue, batcher, metrics)",
                f"{ours['batcher_ms']:.2f} ms", ""),
-        Figure("of it, the HTTP worker, the round trip to the engine and the client",
+        Figure("of it, the HTTP worker's app beyond its engine's answer, and the round trip to the engine",
                f"{ours['worker_and_round_trip_ms']:.2f} ms", ""),
+        Figure("of it, the client, the connection and the HTTP server around the app",
+               f"{ours['client_and_http_ms']:.2f} ms", ""),
     ]
 
 

@@ -12,8 +12,9 @@ A request's path is the server's time a request less its engine's time a sentenc
 the round trip to the engine process and the batcher; for LibreTranslate its Flask app and Argos Translate around
 CTranslate2. Ours is split further by the service's metrics (/metrics): the time from the engine's queue to the
 answer (translator_queue_wait_seconds and translator_inference_seconds) less the engine alone is the batcher's,
-the rest of the request is the HTTP worker's and the round trip's (translator_request_latency_seconds is the
-worker's whole request).
+the worker's whole request (translator_request_latency_seconds, as its app sees it) less that is the HTTP worker's
+and the round trip's, and the rest of the client's time a request is the client's, the connection's and the HTTP
+server's around the app.
 Reported: medians over rounds, written to bench/results/lone-path.{json,md}.
 """
 
@@ -113,7 +114,8 @@ def summarize(records: list[dict]) -> dict:
         summary[name] = {key: median([r[key] for r in rows]) for key in keys} | {"rounds": len(rows)}
     ours = summary["ours"]
     ours["batcher_ms"] = ours["engine_ms"] - ours["engine_alone_ms"]
-    ours["worker_and_round_trip_ms"] = ours["request_ms"] - ours["engine_ms"]
+    ours["worker_and_round_trip_ms"] = ours["worker_ms"] - ours["engine_ms"]
+    ours["client_and_http_ms"] = ours["request_ms"] - ours["worker_ms"]
     summary["path_ratio"] = ours["path_ms"] / summary["libretranslate"]["path_ms"]
     return summary
 
@@ -127,7 +129,9 @@ def markdown(result: dict) -> str:
     split = [
         ["the engine alone (offline, one sentence at a time)", f"{ours['engine_alone_ms']:.2f}"],
         ["the engine process beyond it: queue, batcher, metrics", f"{ours['batcher_ms']:.2f}"],
-        ["the HTTP worker, the round trip to the engine, the client", f"{ours['worker_and_round_trip_ms']:.2f}"],
+        ["the HTTP worker's app beyond its engine's answer, the round trip to the engine",
+         f"{ours['worker_and_round_trip_ms']:.2f}"],
+        ["the client, the connection and the HTTP server around the app", f"{ours['client_and_http_ms']:.2f}"],
     ]
     return (
         f"Machine: {env['cpu']}, {env['cores']} cores. {settings['threads']} inference threads, "
