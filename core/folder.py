@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -138,7 +139,7 @@ class ModelConfig:
         return source == self.src_lang and target in self.targets
 
     def source_ids(
-        self, token_ids: list[list[int]], source: str | None = None, target: str | None = None
+        self, token_ids: Sequence[Sequence[int]], source: str | None = None, target: str | None = None
     ) -> list[list[int]]:
         """What the encoder reads for a pair (by default src_lang into the first of targets): each sentence's token
         ids, cut to what the positions cover, and its </s>; after the source language's token in a many-to-many

@@ -3,19 +3,30 @@ a worker turns texts into source ids and hypotheses back into texts; the engine 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from core.folder import FolderConfig
 from core.search import SearchOptions
 from core.tokenizer import AnyTokenizer, load_tokenizer
-from core.translate import pair_options, source_ids
+from core.translate import pair_options
 from service.protocol import PairInfo
 
 LANGUAGE_NAMES = {
     "en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish", "it": "Italian",
     "nl": "Dutch", "pt": "Portuguese", "pl": "Polish", "ru": "Russian", "zh": "Chinese", "ja": "Japanese",
 }
+
+
+TOKENIZED_KEPT = 1024  # the sentences whose token ids a model folder's tokenizer keeps, the last ones it read
+
+
+def remembered(tokenizer: AnyTokenizer) -> Callable[[str], tuple[int, ...]]:
+    """The tokenizer's ids of one sentence, the last TOKENIZED_KEPT kept: a request reads each sentence twice, to
+    split it where it is too long and as its model input."""
+    return lru_cache(maxsize=TOKENIZED_KEPT)(lambda sentence: tuple(tokenizer.encode([sentence])[0]))
 
 
 def language_name(code: str) -> str:
@@ -28,6 +39,7 @@ class Pair:
     info: PairInfo
     config: FolderConfig
     tokenizer: AnyTokenizer
+    tokenized: Callable[[str], tuple[int, ...]]  # the folder's tokenizer's ids of a sentence (remembered)
 
     @property
     def name(self) -> str:
@@ -43,7 +55,7 @@ class Pair:
 
     def source_ids(self, sentences: list[str]) -> list[list[int]]:
         """What the encoder reads for these sentences (ModelConfig.source_ids of this pair)."""
-        return source_ids(self.tokenizer, self.config.model, sentences, self.source, self.target)
+        return self.config.model.source_ids([self.tokenized(s) for s in sentences], self.source, self.target)
 
     def search_options(self, opts: SearchOptions) -> SearchOptions:
         """opts for this pair's target (core.translate.pair_options: a many-to-many model's forced token)."""
@@ -65,10 +77,11 @@ class Pairs:
     def load(cls, infos: list[PairInfo]) -> Pairs:
         """The pairs with their model folders' configs and tokenizers (no graphs: those are the engine's), each folder
         read once: the pairs of a multi-target or many-to-many folder share them (NLLB-200 serves 40,602 pairs)."""
-        folders: dict[str, tuple[FolderConfig, AnyTokenizer]] = {}
+        folders: dict[str, tuple[FolderConfig, AnyTokenizer, Callable[[str], tuple[int, ...]]]] = {}
         for folder in {info.folder for info in infos}:
             config = FolderConfig.load(Path(folder))
-            folders[folder] = config, load_tokenizer(Path(folder), config.tokenizer, config.model.case_tags)
+            tokenizer = load_tokenizer(Path(folder), config.tokenizer, config.model.case_tags)
+            folders[folder] = config, tokenizer, remembered(tokenizer)
         return cls([Pair(info, *folders[info.folder]) for info in infos])
 
     def pair(self, source: str, target: str) -> Pair | None:
