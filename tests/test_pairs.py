@@ -1,4 +1,4 @@
-"""An HTTP worker's pairs: a request tokenizes each of its sentences once."""
+"""An HTTP worker's pairs: a request tokenizes each of its sentences once, and no long text is kept."""
 
 import asyncio
 from collections import Counter
@@ -6,9 +6,10 @@ from pathlib import Path
 
 from core.search import Hypothesis
 from service.metrics import Metrics
-from service.protocol import Phase, PairInfo
+from service.protocol import PairInfo, Phase
 from service.settings import Settings
 from service.worker.app import pipeline_for
+from service.worker.pairs import REMEMBERED_CHARS, Pairs
 from service.worker.schemas import TranslateRequest
 
 
@@ -37,3 +38,19 @@ def test_a_requests_sentences_are_tokenized_once(tiny_model_dir: Path):
     answer = asyncio.run(pipeline.translate(TranslateRequest(q=q, source="en", target="de")))
     assert answer.translatedText
     assert read == Counter({"A dog runs in the park.": 1, "Two women walk along the beach.": 1})
+
+
+def test_a_long_text_is_tokenized_each_time_and_never_kept(tiny_model_dir: Path):
+    """A worker keeps no megabyte text's ids (split_long tokenizes a long text, then its halves, and so on)."""
+    pair = Pairs.load(Echo(tiny_model_dir).pairs).pair("en", "de")
+    read, encode = Counter(), pair.tokenizer.encode
+
+    def counted(texts: list[str]) -> list[list[int]]:
+        read.update(texts)
+        return encode(texts)
+
+    pair.tokenizer.encode = counted
+    short, long = "A dog runs.", "A dog runs. " * (REMEMBERED_CHARS // 10)
+    for _ in range(2):
+        assert pair.source_ids([short, long]) == pair.source_ids([short, long])
+    assert read == Counter({short: 1, long: 4})

@@ -3,7 +3,7 @@ a worker turns texts into source ids and hypotheses back into texts; the engine 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -20,13 +20,20 @@ LANGUAGE_NAMES = {
 }
 
 
-TOKENIZED_KEPT = 1024  # the sentences whose token ids a model folder's tokenizer keeps, the last ones it read
+TOKENIZED_KEPT = 256  # the sentences whose token ids a model folder's tokenizer keeps, the last ones it read
+REMEMBERED_CHARS = 1000  # a longer text (one that split_long cuts in parts) is tokenized each time, never kept
+Tokenized = Callable[[str], Sequence[int]]
 
 
-def remembered(tokenizer: AnyTokenizer) -> Callable[[str], tuple[int, ...]]:
-    """The tokenizer's ids of one sentence, the last TOKENIZED_KEPT kept: a request reads each sentence twice, to
-    split it where it is too long and as its model input."""
-    return lru_cache(maxsize=TOKENIZED_KEPT)(lambda sentence: tuple(tokenizer.encode([sentence])[0]))
+def remembered(tokenizer: AnyTokenizer) -> Tokenized:
+    """The tokenizer's ids of one sentence, the last TOKENIZED_KEPT sentences of at most REMEMBERED_CHARS kept: a
+    request reads each sentence twice, to split it where it is too long and as its model input."""
+
+    @lru_cache(maxsize=TOKENIZED_KEPT)
+    def kept(sentence: str) -> tuple[int, ...]:
+        return tuple(tokenizer.encode([sentence])[0])
+
+    return lambda sentence: kept(sentence) if len(sentence) <= REMEMBERED_CHARS else tokenizer.encode([sentence])[0]
 
 
 def language_name(code: str) -> str:
@@ -39,7 +46,7 @@ class Pair:
     info: PairInfo
     config: FolderConfig
     tokenizer: AnyTokenizer
-    tokenized: Callable[[str], tuple[int, ...]]  # the folder's tokenizer's ids of a sentence (remembered)
+    tokenized: Tokenized  # the folder's tokenizer's ids of a sentence (remembered)
 
     @property
     def name(self) -> str:
@@ -77,7 +84,7 @@ class Pairs:
     def load(cls, infos: list[PairInfo]) -> Pairs:
         """The pairs with their model folders' configs and tokenizers (no graphs: those are the engine's), each folder
         read once: the pairs of a multi-target or many-to-many folder share them (NLLB-200 serves 40,602 pairs)."""
-        folders: dict[str, tuple[FolderConfig, AnyTokenizer, Callable[[str], tuple[int, ...]]]] = {}
+        folders: dict[str, tuple[FolderConfig, AnyTokenizer, Tokenized]] = {}
         for folder in {info.folder for info in infos}:
             config = FolderConfig.load(Path(folder))
             tokenizer = load_tokenizer(Path(folder), config.tokenizer, config.model.case_tags)
