@@ -41,6 +41,7 @@ class DocumentRunner:
         self.remaining: dict[str, int | None] = {}  # seconds_remaining of each running job, for renew()
         self.keeper: asyncio.Task | None = None
         self.stopping = asyncio.Event()
+        self.billing: set[asyncio.Task] = set()  # bills under way, which a stop waits for (billed())
 
     def begin(self, p: Pipeline) -> None:
         """Keep the jobs from now on (keep()), once the worker serves."""
@@ -90,6 +91,7 @@ class DocumentRunner:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*self.billing, return_exceptions=True)
         await self.let_go(document_ids)
 
     async def let_go(self, document_ids: list[str]) -> None:
@@ -97,6 +99,19 @@ class DocumentRunner:
             await asyncio.to_thread(self.jobs.release, document_ids)
         except StoreUnavailable as error:  # their leases run out instead
             log.error("document jobs: the store is unavailable (%s)", error)
+
+    async def billed(self, p: Pipeline, job: Job, characters: int) -> None:
+        """The job's characters recorded once (DocumentJobs.bill), and then counted in its key's usage, even when the
+        job is cancelled meanwhile: a stop waits for it, since characters recorded but not counted would never be."""
+        billing = asyncio.ensure_future(self.bill(p, job, characters))
+        self.billing.add(billing)
+        billing.add_done_callback(self.billing.discard)
+        await asyncio.shield(billing)
+
+    async def bill(self, p: Pipeline, job: Job, characters: int) -> None:
+        if await asyncio.to_thread(self.jobs.bill, job, characters):
+            await self.access.count_characters(await asyncio.to_thread(self.jobs.client, job), characters)
+            p.metrics.billed_characters.inc(characters)
 
     async def translate(self, p: Pipeline, job: Job) -> None:
         """Translate the job's upload, reporting its progress; its status ends done or error, or it is let go when
@@ -115,9 +130,7 @@ class DocumentRunner:
                 done += sum(map(len, translated))
                 self.remaining[job.document_id] = round((time.monotonic() - started) * (billed - done) / max(done, 1))
 
-            if await asyncio.to_thread(self.jobs.bill, job, billed):
-                await self.access.count_characters(await asyncio.to_thread(self.jobs.client, job), billed)
-                p.metrics.billed_characters.inc(billed)
+            await self.billed(p, job, billed)
             return await p.translate_document(texts, job.source_lang, job.target_lang, progress, options)
 
         try:
