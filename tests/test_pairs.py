@@ -23,10 +23,8 @@ class Echo:
         return [[Hypothesis(ids[:-1], 0.0)] * opts.n_best for ids in sentences]
 
 
-def test_a_requests_sentences_are_tokenized_once(tiny_model_dir: Path):
-    """Its length check (split_long) and its model input read the same ids."""
-    pipeline = pipeline_for(Echo(tiny_model_dir), Settings(), Metrics())
-    tokenizer = pipeline.pairs.pair("en", "de").tokenizer
+def counting(tokenizer) -> Counter:
+    """The texts the tokenizer encodes from now on, counted."""
     read, encode = Counter(), tokenizer.encode
 
     def counted(texts: list[str]) -> list[list[int]]:
@@ -34,6 +32,13 @@ def test_a_requests_sentences_are_tokenized_once(tiny_model_dir: Path):
         return encode(texts)
 
     tokenizer.encode = counted
+    return read
+
+
+def test_a_requests_sentences_are_tokenized_once(tiny_model_dir: Path):
+    """Its length check (split_long) and its model input read the same ids."""
+    pipeline = pipeline_for(Echo(tiny_model_dir), Settings(), Metrics())
+    read = counting(pipeline.pairs.pair("en", "de").tokenizer)
     q = "A dog runs in the park. Two women walk along the beach."
     answer = asyncio.run(pipeline.translate(TranslateRequest(q=q, source="en", target="de")))
     assert answer.translatedText
@@ -43,13 +48,7 @@ def test_a_requests_sentences_are_tokenized_once(tiny_model_dir: Path):
 def test_a_long_text_is_tokenized_each_time_and_never_kept(tiny_model_dir: Path):
     """A worker keeps no megabyte text's ids (split_long tokenizes a long text, then its halves, and so on)."""
     pair = Pairs.load(Echo(tiny_model_dir).pairs).pair("en", "de")
-    read, encode = Counter(), pair.tokenizer.encode
-
-    def counted(texts: list[str]) -> list[list[int]]:
-        read.update(texts)
-        return encode(texts)
-
-    pair.tokenizer.encode = counted
+    read = counting(pair.tokenizer)
     short, long = "A dog runs.", "A dog runs. " * (REMEMBERED_CHARS // 10)
     for _ in range(2):
         assert pair.source_ids([short, long]) == pair.source_ids([short, long])
