@@ -5,10 +5,26 @@ from __future__ import annotations
 
 import ctypes
 
+M_ARENA_MAX = -8  # mallopt's parameter (malloc.h): how many arenas glibc's malloc may make
+
+
+def glibc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: nothing to do
+        return None
+
+
+def one_malloc_arena() -> None:
+    """Every thread allocates from glibc's main arena, the one arena whose free top malloc_trim gives back: a
+    thread's own arena kept the free top of its heap resident (what a large batch's tensors had taken there, under
+    glibc's trim threshold), and a worker thread's arena depends on which threads ran at once. Called as a process
+    starts, before its threads allocate (a thread keeps the arena it was given)."""
+    if (libc := glibc()) is not None:
+        libc.mallopt(M_ARENA_MAX, 1)
+
 
 def trim_malloc() -> None:
     """glibc's malloc_trim(0): free heap pages go back to the system (elsewhere nothing to do)."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    if (libc := glibc()) is not None:
+        libc.malloc_trim(0)

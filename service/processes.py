@@ -14,6 +14,7 @@ import os
 import signal
 from multiprocessing.process import BaseProcess
 
+from service.memory import one_malloc_arena
 from service.settings import Settings
 
 SPAWN = multiprocessing.get_context("spawn")  # fresh interpreters: no inherited threads, sockets or locks
@@ -37,7 +38,9 @@ def entry_point(name: str):
 
 
 def run(name: str, *args: object) -> None:
-    """Import and call the entry point `name` with `args` (a spawned process's target)."""
+    """Import and call the entry point `name` with `args` (a spawned process's target), its threads allocating
+    from one malloc arena, whose free pages trim_malloc gives back."""
+    one_malloc_arena()
     entry_point(name)(*args)
 
 
