@@ -4,15 +4,19 @@ worker's once its documents are answered, service.worker.documents.translate).""
 from __future__ import annotations
 
 import ctypes
+from functools import cache
 
 M_ARENA_MAX = -8  # mallopt's parameter (malloc.h): how many arenas glibc's malloc may make
 
 
+@cache
 def glibc() -> ctypes.CDLL | None:
+    """glibc, where the process runs on it (elsewhere None: nothing to do)."""
     try:
-        return ctypes.CDLL("libc.so.6")
-    except OSError:  # not glibc: nothing to do
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
         return None
+    return libc if hasattr(libc, "gnu_get_libc_version") else None  # another C library under glibc's name
 
 
 def one_malloc_arena() -> None:
