@@ -103,7 +103,7 @@ class DocumentRunner:
     async def billed(self, p: Pipeline, job: Job, characters: int) -> None:
         """The job's characters recorded once (DocumentJobs.bill), and then counted in its key's usage, even when the
         job is cancelled meanwhile: a stop waits for it, since characters recorded but not counted would never be."""
-        billing = asyncio.ensure_future(self.bill(p, job, characters))
+        billing = asyncio.create_task(self.bill(p, job, characters))
         self.billing.add(billing)
         billing.add_done_callback(self.billing.discard)
         await asyncio.shield(billing)
