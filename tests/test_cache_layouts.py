@@ -165,7 +165,8 @@ def test_a_layout_that_misapplies_a_plan_translates_otherwise(layouts, exported:
 
 def test_the_slot_table_holds_a_sentences_encoder_keys_values_once(with_kernels: ModelSessions):
     """Its rows read their sentence's encoder keys/values through cross_from: one row of them a sentence, whatever
-    its beam, through joins, removals and sentences that end."""
+    its beam, through joins, removals and sentences that end; the rows of sentences gone stay until they are half of
+    those held (no move when one sentence of several leaves)."""
     decoder = SlotTableDecoder(with_kernels)
     batch = RunningBatch(decoder, with_kernels.model_config)
     options = [SearchOptions(beam_size=k, max_length_extra=30) for k in (4, 1, 2)]
@@ -181,7 +182,8 @@ def test_the_slot_table_holds_a_sentences_encoder_keys_values_once(with_kernels:
             break
         held.append((decoder.cross_kv[0].shape()[0], len(batch)))
         assert decoder.cache_bytes >= sum(int(np.prod(v.shape())) * 4 for v in decoder.self_kv + decoder.cross_kv)
-    assert held and all(rows == sentences for rows, sentences in held)
+    assert held and all(sentences <= rows < 2 * sentences for rows, sentences in held)
+    assert any(rows > sentences for rows, sentences in held)  # the test can tell a move left undone
     assert decoder.cache_bytes == 0  # the batch is empty: its caches are gone
 
 

@@ -348,8 +348,9 @@ class SlotTableDecoder(EagerDecoder):
     parent's slots where they are, and writes its next slot in its own row. When sentences leave, each sentence's
     rows move to its new place (the plan's places; core.search fills a batch's holes from its end, so few move),
     within the caches' own memory, of a self-attention cache row only the slots written; the table follows them, and
-    the caches' first rows go on (views of that memory, no copy). Invariant: a row's slots from its position on are
-    its own.
+    the caches' first rows go on (views of that memory, no copy). The encoder keys/values of the sentences that stay
+    do not move then: cross_from names their rows where they are, until the rows read half of those held or fewer,
+    or sentences join (_move_cross). Invariant: a row's slots from its position on are its own.
     """
 
     def _empty(self) -> None:
@@ -392,6 +393,11 @@ class SlotTableDecoder(EagerDecoder):
     def _slots_needed(self) -> int:
         """Never fewer than a batch's first slots (which a cut would only make it grow back to)."""
         return max(super()._slots_needed(), self._first_slots(len(self.positions)))
+
+    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+        if len(self.positions):  # the joiners take the place of sentences that left (joined_in_place)
+            self._move_cross(self._cross_rows_read(), now=True)
+        super().add(src, src_mask, repeat)
 
     def _cross_rows(self, cross_kv: list[ort.OrtValue], rows: np.ndarray) -> list[ort.OrtValue]:
         return cross_kv  # a row a sentence: the kernels read it through cross_from
@@ -440,15 +446,22 @@ class SlotTableDecoder(EagerDecoder):
 
     def _cross_from(self, rows: np.ndarray) -> None:
         """Each row reads the encoder keys/values of these rows: its sentence's. NO_CROSS where each row reads its
-        own (a row a sentence)."""
-        self._replace(cross_from=rows if (rows != np.arange(len(rows))).any() else NO_CROSS)
+        own (a row a sentence, every row of them read)."""
+        own = len(rows) == self.cross_kv[0].shape()[0] and not (rows != np.arange(len(rows))).any()
+        self._replace(cross_from=NO_CROSS if own else rows)
 
-    def _move_cross(self, read: np.ndarray) -> None:
-        """After sentences left: the encoder keys/values of the sentences whose rows read `read` (a row each, in
-        the rows' new order) move to the first rows, in the order the rows first read them."""
+    def _move_cross(self, read: np.ndarray, now: bool = False) -> None:
+        """After sentences left, or `now`: the rows read the encoder keys/values of rows `read` (a row each, in the
+        rows' new order). Those stay where they are while the rows read more than half of the rows held: a move
+        copies every sentence's that stays, for a few rows' memory. Else, and `now`, the ones read move to the first
+        rows, in the order the rows first read them."""
         kept, first = np.unique(read, return_index=True)
+        held = self.cross_kv[0].shape()[0]
+        if len(kept) == held or (not now and 2 * len(kept) > held):
+            self._cross_from(read)
+            return
         order = kept[np.argsort(first)]  # the sentences left, in the order of their first rows
-        new_row = np.zeros(self.cross_kv[0].shape()[0], dtype=np.int64)
+        new_row = np.zeros(held, dtype=np.int64)
         new_row[order] = np.arange(len(order))
         slots = np.full(len(new_row), self.src_mask.shape[1], dtype=np.int64)  # all: the kernel reads all
         self.cross_kv = self._move(self.cross_kv, order, slots)
