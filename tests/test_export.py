@@ -478,12 +478,13 @@ def test_beam_reorders_need_no_new_cache_buffers(exported: Exported, kernels: bo
 
 def test_with_our_kernels_a_beam_sentence_reads_one_row_of_encoder_keys_values(exported: Exported):
     """With our kernels each row reads its sentence's row of encoder keys/values (cross_from; one row a sentence,
-    whatever its beam), and after a sentence leaves, that row's new place; the steps get what the step as exported
-    gets, each row over its own."""
+    whatever its beam). After a sentence leaves, the others' rows stay where they are, until the rows read half of
+    those held or fewer: then they move to the first rows. The steps get what the step as exported gets, each row
+    over its own."""
     ours, exported_step = exported.translator(kernels=True), exported.translator(kernels=False)
     cfg, beams = exported.model.cfg, np.array([2, 3, 1])
     sources = ours.encode_texts(SENTENCES[:3])
-    tokens = np.random.default_rng(1).integers(4, cfg.vocab_size, (3, beams.sum()))
+    tokens = np.random.default_rng(1).integers(4, cfg.vocab_size, (4, beams.sum()))
     decoders = ours.new_decoder(), exported_step.new_decoder()
     for decoder in decoders:
         decoder.add(*pad_batch(sources, cfg.pad_id), beams)
@@ -497,11 +498,18 @@ def test_with_our_kernels_a_beam_sentence_reads_one_row_of_encoder_keys_values(e
     rows = block_items(beams, order)
     for decoder in decoders:
         decoder.apply(StepPlan(rows, rows))
-    np.testing.assert_array_equal(decoders[0].cross_from, [0, 1, 1, 1])
-    assert decoders[0].cross_kv[0].shape()[0] == 2
+    np.testing.assert_array_equal(decoders[0].cross_from, [2, 1, 1, 1])  # two of three read: none moved
+    assert decoders[0].cross_kv[0].shape()[0] == 3
     (top, logp), (expected_top, expected_logp) = (decoder.step(tokens[2, : len(rows)], 5) for decoder in decoders)
     np.testing.assert_array_equal(top, expected_top)
     assert_close(logp, expected_logp, "top_logp after the leave")
+    rows = block_items(np.array([1, 3]), filled_order(np.array([True, False])))  # the beam-3 sentence leaves too
+    for decoder in decoders:
+        decoder.apply(StepPlan(rows, rows))
+    assert len(decoders[0].cross_from) == 0 and decoders[0].cross_kv[0].shape()[0] == 1  # one of three: moved
+    (top, logp), (expected_top, expected_logp) = (decoder.step(tokens[3, : len(rows)], 5) for decoder in decoders)
+    np.testing.assert_array_equal(top, expected_top)
+    assert_close(logp, expected_logp, "top_logp after the second leave")
 
 
 def test_a_beam_wider_than_half_the_vocabulary_works(exported: Exported):
