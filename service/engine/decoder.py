@@ -452,12 +452,12 @@ class SlotTableDecoder(EagerDecoder):
 
     def _move_cross(self, read: np.ndarray, now: bool = False) -> None:
         """After sentences left, or `now`: the rows read the encoder keys/values of rows `read` (a row each, in the
-        rows' new order). Those stay where they are while the rows read more than half of the rows held: a move
-        copies every sentence's that stays, for a few rows' memory. Else, and `now`, the ones read move to the first
-        rows, in the order the rows first read them."""
+        rows' new order). Those stay where they are until the rows read few enough of the rows held for a cut
+        (_cuts): a move copies every sentence's that stays, for a few rows' memory. Then, and `now`, the ones read move
+        to the first rows, in the order the rows first read them."""
         kept, first = np.unique(read, return_index=True)
         held = self.cross_kv[0].shape()[0]
-        if len(kept) == held or (not now and 2 * len(kept) > held):
+        if len(kept) == held or not (now or self._cuts(len(kept), held)):
             self._cross_from(read)
             return
         order = kept[np.argsort(first)]  # the sentences left, in the order of their first rows
