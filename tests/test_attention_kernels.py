@@ -85,6 +85,26 @@ def test_the_kernels_compute_the_exported_step(library, graphs, model, rows):
     assert same["top_logp_max_abs_diff"] < 1e-5
 
 
+@pytest.mark.parametrize("rows", [1, 5])
+def test_caches_with_room_after_the_rows_give_the_rows_the_same_step(library, graphs, model, rows):
+    """Self-attention caches of more rows than the step's (the room sentences that left give to those that join):
+    the rows read and write their own, and the step is the one over caches of exactly its rows; the room is left as
+    it was. Caches of fewer rows than the step's are refused."""
+    rng = np.random.default_rng(rows)
+    arrays = step_arrays(Bucket(rows, slots=16, source=11), model.cfg, rng)
+    names = [name for name in arrays if name.startswith(f"{GraphIO.SELF}_")]
+    room = {name: rng.standard_normal((3, *arrays[name].shape[1:])).astype(np.float32) for name in names}
+    roomy = {**arrays, **{name: np.concatenate([arrays[name], room[name]]) for name in names}}
+    exact, with_room = BoundStep(graphs["kernels"], arrays).run(), BoundStep(graphs["kernels"], roomy).run()
+    assert (exact[GraphIO.LOGITS] == with_room[GraphIO.LOGITS]).all()
+    for name in names:
+        np.testing.assert_array_equal(with_room[name][:rows], exact[name])
+        np.testing.assert_array_equal(with_room[name][rows:], room[name])
+    fewer = {**arrays, **{name: arrays[name][: rows - 1] for name in names}}
+    with pytest.raises(RuntimeError, match="a row for each row"):
+        BoundStep(graphs["kernels"], fewer).run()
+
+
 def test_a_pre_ln_steps_sums_stay_as_they_are_and_it_computes_the_exported_step(library, tmp_path):
     """A pre-LN layer's residual sum is read by the next sum too, not by a LayerNorm alone: not fused. Only the last
     sum is, with the decoder's final LayerNorm."""
@@ -247,30 +267,45 @@ def moves(rng: np.random.Generator, n: int) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("n", [4, 9, 33])
-def test_rows_moved_in_place_are_the_rows_gathered(library, n):
+@pytest.mark.parametrize("room", [0, 5])
+def test_rows_moved_in_place_are_the_rows_gathered(library, n, room):
     """The move graph with each output bound to its input's memory, as the decoder runs it: each row has its
-    source row's first `lengths` slots, whatever the order the rows must be written in."""
+    source row's first `lengths` slots, whatever the order the rows must be written in, and the rows after those
+    moved, and after the n with lengths (`room`, which no row is moved from), are left as they were."""
     rng = np.random.default_rng(n)
     options = ort.SessionOptions()
     options.register_custom_ops_library(str(library))
     session = ort.InferenceSession(move_graph(2), options, providers=["CPUExecutionProvider"])
     for rows in moves(rng, n):
-        caches = [rng.standard_normal((n, 3, 6, 4)).astype(np.float32) for _ in range(2)]
+        caches = [rng.standard_normal((n + room, 3, 6, 4)).astype(np.float32) for _ in range(2)]
         lengths = rng.integers(0, 7, n)
         expected = [cache[rows].copy() for cache in caches]
+        untouched = [cache[len(rows):].copy() for cache in caches]
         values = [ort.OrtValue.ortvalue_from_numpy(cache) for cache in caches]
         binding = session.io_binding()
         for i, value in enumerate(values):
             binding.bind_ortvalue_input(f"x_{i}", value)
-            binding.bind_ortvalue_output(f"y_{i}", ort.OrtValue.ortvalue_from_numpy(caches[i][: len(rows)]))
+            binding.bind_ortvalue_output(f"y_{i}", value)
         binding.bind_cpu_input("rows", rows.astype(np.int64))
         binding.bind_cpu_input("lengths", lengths.astype(np.int64))
         session.run_with_iobinding(binding)
-        for cache, want in zip(caches, expected):
+        for cache, want, kept in zip(caches, expected, untouched):
             for i, row in enumerate(rows):
                 np.testing.assert_array_equal(cache[i, :, : lengths[row]], want[i, :, : lengths[row]])
                 if row == i:  # a row that keeps its place keeps all of its slots
                     np.testing.assert_array_equal(cache[i], want[i])
+            np.testing.assert_array_equal(cache[len(rows):], kept)
+
+
+def test_rows_moved_into_another_buffer_are_the_input_with_the_rows_gathered(library):
+    """The move graph with outputs of its own: y is x, its first rows those gathered."""
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(str(library))
+    session = ort.InferenceSession(move_graph(1), options, providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).standard_normal((5, 2, 3, 4)).astype(np.float32)
+    rows, lengths = np.array([3, 0, 3]), np.full(4, 3)
+    (y,) = session.run(None, {"x_0": x, "rows": rows, "lengths": lengths})
+    np.testing.assert_array_equal(y, np.concatenate([x[rows], x[3:]]))
 
 
 def test_a_move_to_a_row_out_of_range_is_refused(library):
@@ -280,7 +315,9 @@ def test_a_move_to_a_row_out_of_range_is_refused(library):
     feeds = {"x_0": np.zeros((2, 1, 1, 1), np.float32), "lengths": np.ones(2, np.int64)}
     with pytest.raises(ort.capi.onnxruntime_pybind11_state.RuntimeException, match="out of range"):
         session.run(None, {**feeds, "rows": np.array([2])})
-    with pytest.raises(ort.capi.onnxruntime_pybind11_state.RuntimeException, match="one entry per row"):
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.RuntimeException, match="out of range"):
+        session.run(None, {**feeds, "rows": np.array([1]), "lengths": np.ones(1, np.int64)})  # no length of row 1
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.RuntimeException, match="at most x's rows"):
         session.run(None, {**feeds, "rows": np.array([1]), "lengths": np.ones(3, np.int64)})
 
 

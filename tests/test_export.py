@@ -479,8 +479,8 @@ def test_beam_reorders_need_no_new_cache_buffers(exported: Exported, kernels: bo
 def test_with_our_kernels_a_beam_sentence_reads_one_row_of_encoder_keys_values(exported: Exported):
     """With our kernels each row reads its sentence's row of encoder keys/values (cross_from; one row a sentence,
     whatever its beam). After a sentence leaves, the others' rows stay where they are, until the rows read half of
-    those held or fewer: then they move to the first rows. The steps get what the step as exported gets, each row
-    over its own."""
+    those in use or fewer: then they move to the first rows. The steps get what the step as exported gets, each
+    row over its own."""
     ours, exported_step = exported.translator(kernels=True), exported.translator(kernels=False)
     cfg, beams = exported.model.cfg, np.array([2, 3, 1])
     sources = ours.encode_texts(SENTENCES[:3])
@@ -506,7 +506,8 @@ def test_with_our_kernels_a_beam_sentence_reads_one_row_of_encoder_keys_values(e
     rows = block_items(np.array([1, 3]), filled_order(np.array([True, False])))  # the beam-3 sentence leaves too
     for decoder in decoders:
         decoder.apply(StepPlan(rows, rows))
-    assert len(decoders[0].cross_from) == 0 and decoders[0].cross_kv[0].shape()[0] == 1  # one of three: moved
+    np.testing.assert_array_equal(decoders[0].cross_from, [0])  # one of three: moved to the first row,
+    assert decoders[0].cross_rows == 1 and decoders[0].cross_kv[0].shape()[0] == 3  # the others' rows room now
     (top, logp), (expected_top, expected_logp) = (decoder.step(tokens[3, : len(rows)], 5) for decoder in decoders)
     np.testing.assert_array_equal(top, expected_top)
     assert_close(logp, expected_logp, "top_logp after the second leave")

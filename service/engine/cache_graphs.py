@@ -9,9 +9,10 @@ join     a_0, ..., b_0, ... , pads_b (8,) int64 -> y_i = concat(a_i, pad(b_i, pa
 fit      x_0, ..., rows (M,) int64, pads (8,) int64 -> y_i = pad(x_i[rows], pads)
          rows into a bucket's buffers (service.engine.graphed): a batch into a bucket of other shapes (slots or
          source grown or cut), or the joining sentences' encoder keys/values with the running rows'
-move     x_0, ..., rows (M,) int64, lengths (N,) int64 -> y_i = x_i[rows], of each row its first lengths[row] slots
-         our kernel (service.engine.kernels, ours.MoveRows) with y_i bound to x_i's own memory: rows moved in place,
-         on the CPU where the step runs our kernels (which read no slot of a row past its position)
+move     x_0, ..., rows (M,) int64, lengths (K,) int64 -> y_i = x_i with y_i[:M] = x_i[rows], of each row its first
+         lengths[row] slots: our kernel (service.engine.kernels, ours.MoveRows) with y_i bound to x_i's own memory,
+         rows moved in place, on the CPU where the step runs our kernels (which read no slot of a row past its
+         position)
 Built here, for the number of cache tensors and their type, rather than stored in the model folder, by the process
 that prepares a model's graphs (service.engine.prepare).
 """
@@ -68,9 +69,9 @@ def fit_graph(count: int, dtype: int = TensorProto.FLOAT) -> bytes:
 
 def move_graph(count: int) -> bytes:
     rows = helper.make_tensor_value_info("rows", TensorProto.INT64, ["M"])
-    lengths = helper.make_tensor_value_info("lengths", TensorProto.INT64, ["N"])
+    lengths = helper.make_tensor_value_info("lengths", TensorProto.INT64, ["K"])
     xs = [helper.make_tensor_value_info(f"x_{i}", TensorProto.FLOAT, SHAPE) for i in range(count)]
-    ys = [helper.make_tensor_value_info(f"y_{i}", TensorProto.FLOAT, ["M", *SHAPE[1:]]) for i in range(count)]
+    ys = [helper.make_tensor_value_info(f"y_{i}", TensorProto.FLOAT, SHAPE) for i in range(count)]
     nodes = [helper.make_node("MoveRows", [f"x_{i}", "rows", "lengths"], [f"y_{i}"], domain=KERNELS_DOMAIN)
              for i in range(count)]
     return _model(helper.make_graph(nodes, "move", [*xs, rows, lengths], ys), kernels=True)

@@ -6,7 +6,7 @@ per cache layout; the caches live in OrtValues on the device, grown by slots (co
                       through the cache graphs (service.engine.cache_graphs)
     SlotTableDecoder  the step with our kernels (the CPU's, service.engine.kernels), each row reading its slots
                       where a slot table says: a beam reorder reorders the table, and sentences that leave move
-                      their rows within the caches' own memory
+                      their rows within the caches' own memory, whose rows after the batch's are room to join into
 eager_decoder() picks the one the sessions' step runs; the GPU's buckets are service.engine.graphed.
 """
 
@@ -80,11 +80,13 @@ class EagerDecoder:
         self.steps = 0
         self.encode_seconds = 0.0
         self.host_arrays = 0  # counts the times a host array that the step binds was replaced: it is bound again
+        self.self_kv: list[ort.OrtValue] = []
+        self.cross_kv: list[ort.OrtValue] = []
         self._empty()
 
     def _empty(self) -> None:
         """No rows: no caches, and no binding that holds their memory; the next add starts afresh."""
-        self.cross_kv: list[ort.OrtValue] = []
+        self._set_cross_kv([], 0)
         self._replace(
             positions=np.zeros(0, dtype=np.int64),  # each row's next position; a step reads it where it is
             src_mask=np.zeros((0, 0), dtype=bool),
@@ -96,11 +98,21 @@ class EagerDecoder:
         self._set_self_kv([])
 
     def _set_self_kv(self, values: list[ort.OrtValue]) -> None:
-        """New buffers for the self-attention caches; the bindings of the old ones go. The bindings are kept from
-        step to step and made again only for new buffers: binding a dozen tensors at every step is costly."""
+        """New buffers for the self-attention caches (the rows' first: a join in place gives the same, and changes
+        nothing); the bindings of the old ones go. The bindings are kept from step to step and made again only for
+        new buffers: binding a dozen tensors at every step is costly."""
+        if values is self.self_kv:
+            return
         self.self_kv = values
         self.slots = values[0].shape()[2] if values else 0
         self._let_go()
+
+    def _set_cross_kv(self, values: list[ort.OrtValue], rows: int | None = None) -> None:
+        """The encoder keys/values, their first `rows` in use (all where None); the bindings of old buffers go."""
+        self.cross_rows = shape_of(values[0])[0] if rows is None else rows
+        if values is not self.cross_kv:
+            self.cross_kv = values
+            self._let_go()
 
     def _replace(self, **arrays: np.ndarray) -> None:
         """Replace host arrays that the step reads or writes (positions, src_mask, tokens, width, top_tokens,
@@ -121,20 +133,21 @@ class EagerDecoder:
         t, cfg = self.model, self.model.model_config
         rows = np.repeat(np.arange(len(src)), repeat)  # each new row's sentence
         cross_kv = self._cross_rows(encode(t, src, src_mask), rows)
-        running, running_cross = len(self.positions), self.cross_kv[0].shape()[0] if self.cross_kv else 0
+        running, running_cross, new_cross = len(self.positions), self.cross_rows, cross_kv[0].shape()[0]
         if not running:
-            self.cross_kv = cross_kv
+            self._set_cross_kv(cross_kv)
             self._replace(src_mask=src_mask[rows])
             self._set_self_kv(self._first_cache(len(rows)))
         else:  # the new rows after the running ones, the encoder outputs padded to the longer source
             length = max(self.src_mask.shape[1], src_mask.shape[1])
             if length > self.src_mask.shape[1]:  # rarely: most joins pad only the newcomers
-                self.cross_kv = self._resize(self.cross_kv, length)
-            self.cross_kv = self._join(self.cross_kv, cross_kv, length - src_mask.shape[1])
+                self._set_cross_kv(self._resize(self.cross_kv, length, running_cross), running_cross)
+            self._set_cross_kv(self._join(self.cross_kv, running_cross, cross_kv, length - src_mask.shape[1]),
+                               running_cross + new_cross)
             self._replace(src_mask=np.concatenate([pad_columns(self.src_mask, length),
                                                    pad_columns(src_mask[rows], length)]))
             new = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), t.cache_type)
-            self._set_self_kv(self._join(self.self_kv, [new] * len(self.self_kv), self.slots))
+            self._set_self_kv(self._join(self.self_kv, running, [new] * len(self.self_kv), self.slots))
         self._joined(running, running_cross, rows)
         self._replace(positions=np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)]))
         self.encode_seconds += time.perf_counter() - started
@@ -164,7 +177,7 @@ class EagerDecoder:
         t = self.model
         if self.needed > self.slots:
             slots = grown_slots(self.needed, self.slots, len(tokens), t.model_config.max_len)
-            self._set_self_kv(self._resize(self.self_kv, slots))
+            self._set_self_kv(self._resize(self.self_kv, slots, len(tokens)))
         width = min(width, t.model_config.vocab_size)
         if self.top_tokens.shape != (len(tokens), width):
             self._replace(tokens=np.empty(len(tokens), dtype=np.int64),
@@ -213,11 +226,11 @@ class EagerDecoder:
         cache to the slots the rows left need, so that a long sentence does not slow the batch once it is gone."""
         longest = longest_source(self.src_mask)
         if self._cuts(longest, self.src_mask.shape[1]):
-            self.cross_kv = self._resize(self.cross_kv, longest)
+            self._set_cross_kv(self._resize(self.cross_kv, longest, self.cross_rows))
             self._replace(src_mask=np.ascontiguousarray(self.src_mask[:, :longest]))
         slots = self._slots_needed()
         if self._cuts(slots, self.slots):
-            self._set_self_kv(self._resize(self.self_kv, slots))
+            self._set_self_kv(self._resize(self.self_kv, slots, len(self.positions)))
 
     def _cuts(self, needed: int, held: int) -> bool:
         """Whether _shrink cuts a cache's axis that holds `held` to the `needed` the rows left need: always where
@@ -228,39 +241,41 @@ class EagerDecoder:
         """The self-attention slots the rows need."""
         return cache_slots(self.needed, self.model.model_config.max_len)
 
-    def _resize(self, values: list, length: int) -> list[ort.OrtValue]:
-        """values (OrtValues, or NumPy arrays) padded with zeros or cut to `length` along axis 2: a join onto no
-        rows, its pad negative to cut."""
+    def _resize(self, values: list[ort.OrtValue], length: int, rows: int) -> list[ort.OrtValue]:
+        """The first `rows` of values padded with zeros or cut to `length` along axis 2, in new tensors: a join
+        onto no rows, its pad negative to cut."""
         _, h, now, dh = shape_of(values[0])
         none = np.zeros((0, h, length, dh), self.model.cache_type)
-        return self._join([none] * len(values), values, length - now)
+        return self._join([none] * len(values), 0, values, length - now, rows)
 
-    def _join(self, a: list, b: list, b_short: int) -> list[ort.OrtValue]:
-        """concat(a_i, b_i) along the rows, b_i padded with zeros along axis 2 by `b_short` (0 when it has a_i's
-        length already). a_i is not padded: its copy into the result is the only one (a join is one copy of the
-        running batch's caches). Both lists are emptied: on the CPU the tensors are joined one at a time, each
-        pair let go before the next is made, so that a join holds one cache tensor twice, not the whole cache;
-        where the a_i are the first rows of tensors with room after them, b_i is written there (joined_in_place)."""
+    def _join(self, a: list, a_rows: int, b: list, b_short: int, b_rows: int | None = None) -> list[ort.OrtValue]:
+        """concat(a_i[:a_rows], b_i[:b_rows]) along the rows, b_i padded with zeros along axis 2 by `b_short` (0
+        when it has a_i's length already): new tensors, or a itself where its tensors have room for b_i's rows
+        after their first a_rows, written there (joined_in_place; the rows of sentences that left). a_i is not
+        padded: its copy into the result is the only one (a join is one copy of the running batch's caches). On
+        the CPU the tensors are joined one at a time, each pair let go (the lists emptied) before the next is made,
+        so that a join holds one cache tensor twice, not the whole cache. On the GPU the caches hold exactly their
+        rows (ExportedDecoder's)."""
         if self.model.on_gpu:  # one run of the join graph: ONNX Runtime's arena keeps what the old ones held
             joined = run_graph(self.model, self.model.join, "a", a, {"pads_b": axis2_pads(b_short)}, second=("b", b))
             a.clear()
             b.clear()
             return joined
-        if (joined := joined_in_place(a, b)) is not None:
-            a.clear()
-            b.clear()
-            return joined
+        if joined_in_place(a, a_rows, b):
+            return a
         self._let_go()
         joined = []
         while a:
-            a_i, b_i = a.pop(0), b.pop(0)  # held while copied: a view's array does not hold the memory it views
-            joined.append(joined_on_cpu(host_array(a_i), host_array(b_i), self.model.cache_type))
+            a_i, b_i = a.pop(0), b.pop(0)
+            joined.append(joined_on_cpu(host_array(a_i)[:a_rows], host_array(b_i)[:b_rows], self.model.cache_type))
         return joined
 
     def _let_go(self) -> None:
         """Drop what holds the caches' tensors besides self_kv and cross_kv: the step's bindings."""
         # by the ids of the first tensors they bind (self-attention, then cross-attention)
         self.step_bindings: dict[tuple[int, int], StepBinding] = {}
+        # the move graph's, in place, by the id of the first tensor they bind, with the tensors (held: their ids)
+        self.move_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
 
 
 class ExportedDecoder(EagerDecoder):
@@ -281,7 +296,7 @@ class ExportedDecoder(EagerDecoder):
 
     def take_over(self, rows: RunningRows) -> None:
         """Go on with rows another decoder ran, in place of none."""
-        self.cross_kv = rows.cross_kv
+        self._set_cross_kv(rows.cross_kv)
         self._replace(positions=rows.positions.copy(), src_mask=rows.src_mask)
         self._set_self_kv(rows.self_kv)
 
@@ -300,7 +315,7 @@ class ExportedDecoder(EagerDecoder):
         which a NaN would not survive)."""
         t, cfg = self.model, self.model.model_config
         empty = np.zeros((rows, cfg.n_heads, 0, cfg.d_head), t.cache_type)
-        return self._resize([empty] * len(t.self_names), cache_slots(1, cfg.max_len))
+        return self._resize([empty] * len(t.self_names), cache_slots(1, cfg.max_len), rows)
 
     def apply(self, plan: StepPlan) -> None:
         rows, places = plan.parents.astype(np.int64), plan.places
@@ -314,7 +329,7 @@ class ExportedDecoder(EagerDecoder):
             self._set_self_kv(run_graph(t, t.select, "x", self.self_kv, {"rows": rows}))
             self._replace(positions=self.positions[rows])
         if places is not None:
-            self.cross_kv = run_graph(t, t.select, "x", self.cross_kv, {"rows": places.astype(np.int64)})
+            self._set_cross_kv(run_graph(t, t.select, "x", self.cross_kv, {"rows": places.astype(np.int64)}))
             self._replace(src_mask=self.src_mask[places])
             self._shrink()
 
@@ -347,10 +362,12 @@ class SlotTableDecoder(EagerDecoder):
     A beam reorder reorders the table's rows, and no cache is touched: a row that takes another parent reads the
     parent's slots where they are, and writes its next slot in its own row. When sentences leave, each sentence's
     rows move to its new place (the plan's places; core.search fills a batch's holes from its end, so few move),
-    within the caches' own memory, of a self-attention cache row only the slots written; the table follows them, and
-    the caches' first rows go on (views of that memory, no copy). The encoder keys/values of the sentences that stay
-    do not move then: cross_from names their rows where they are, until the rows read half of those held or fewer,
-    or sentences join (_move_cross). Invariant: a row's slots from its position on are its own.
+    within the caches' own memory, of a self-attention cache row only the slots written; the table follows them.
+    The caches stay the same tensors, bound as they were: the step reads their first rows, one a row of the batch,
+    and the rows after those are room that sentences joining take (joined_in_place). The encoder keys/values of the
+    sentences that stay do not move then: cross_from names their rows where they are, until the rows read half of
+    the cross_rows in use or fewer, or sentences join (_move_cross). Invariant: a row's slots from its position on
+    are its own.
     """
 
     def _empty(self) -> None:
@@ -361,11 +378,11 @@ class SlotTableDecoder(EagerDecoder):
 
     def _set_self_kv(self, values: list[ort.OrtValue]) -> None:
         super()._set_self_kv(values)
-        self._fit_slot_rows(values[0].shape()[0] if values else 0)
+        self._fit_slot_rows(len(self.slot_rows))
 
     def _fit_slot_rows(self, rows: int) -> None:
-        """The slot table at the caches' rows and slots: the rows and slots it gains hold their own (rows joined;
-        slots grown, or cut)."""
+        """The slot table at `rows` rows and the caches' slots: the rows and slots it gains hold their own (rows
+        joined; slots grown, or cut)."""
         if self.slot_rows.shape == (rows, self.slots):
             return
         table = own_slots(rows, self.slots)
@@ -403,7 +420,9 @@ class SlotTableDecoder(EagerDecoder):
         return cross_kv  # a row a sentence: the kernels read it through cross_from
 
     def _joined(self, running: int, running_cross: int, rows: np.ndarray) -> None:
-        """A new sentence's rows read its keys/values, joined after running_cross rows of them."""
+        """The new rows' slots are their own, and a new sentence's rows read its keys/values, joined after
+        running_cross rows of them."""
+        self._fit_slot_rows(running + len(rows))
         self._cross_from(np.concatenate([self._cross_rows_read(), running_cross + rows]))
 
     def _layout_reads(self) -> dict[str, np.ndarray]:
@@ -414,15 +433,16 @@ class SlotTableDecoder(EagerDecoder):
         if not len(rows):
             self._empty()
             return
-        table, moved = self.slot_rows[rows], None
         if places is not None:
             places = places.astype(np.int64)
-            moved = self._move(self.self_kv, places, self.positions)
+            self._move(self.self_kv, places, self.positions)
+            self._move_cross(self._cross_rows_read()[places])
+        positions = self.positions[rows]
+        table = self.slot_rows[rows]
+        if places is not None:
             moved_to = np.zeros(len(self.positions), dtype=np.int64)  # each old row's new place (0: a row that left,
             moved_to[places] = np.arange(len(places))  # which no slot of a row left reads)
             table = moved_to[table]
-            self._move_cross(self._cross_rows_read()[places])
-        positions = self.positions[rows]
         own = np.arange(len(rows))[:, None]
         table = np.where(np.arange(self.slots) < positions[:, None], table, own)
         if len(rows) == len(self.positions):
@@ -430,8 +450,6 @@ class SlotTableDecoder(EagerDecoder):
             self._count_needed()
         else:
             self._replace(positions=positions, slot_rows=table)
-        if moved is not None:  # after the table: it fits the moved caches already, none is made for them
-            self._set_self_kv(moved)
         shared = bool((table != own).any())
         if shared != self.shared_slots:  # the step binds the table, or NO_TABLE, afresh
             self.shared_slots = shared
@@ -446,39 +464,40 @@ class SlotTableDecoder(EagerDecoder):
 
     def _cross_from(self, rows: np.ndarray) -> None:
         """Each row reads the encoder keys/values of these rows: its sentence's. NO_CROSS where each row reads its
-        own (a row a sentence, every row of them read)."""
+        own (a row a sentence, every row of the tensors read)."""
         own = len(rows) == self.cross_kv[0].shape()[0] and not (rows != np.arange(len(rows))).any()
         self._replace(cross_from=NO_CROSS if own else rows)
 
     def _move_cross(self, read: np.ndarray, now: bool = False) -> None:
         """After sentences left, or `now`: the rows read the encoder keys/values of rows `read` (a row each, in the
-        rows' new order). Those stay where they are until the rows read few enough of the rows held for a cut
-        (_cuts): a move copies every sentence's that stays, for a few rows' memory. Then, and `now`, the ones read move
-        to the first rows, in the order the rows first read them."""
+        rows' new order). Those stay where they are until the rows read few enough of the cross_rows in use
+        (_cuts, as for a cut): a move copies every sentence's that stays, to give its place to sentences that join.
+        Then, and `now`, the ones read move to the first rows, in the order the rows first read them."""
         kept, first = np.unique(read, return_index=True)
-        held = self.cross_kv[0].shape()[0]
+        held = self.cross_rows
         if len(kept) == held or not (now or self._cuts(len(kept), held)):
             self._cross_from(read)
             return
         order = kept[np.argsort(first)]  # the sentences left, in the order of their first rows
         new_row = np.zeros(held, dtype=np.int64)
         new_row[order] = np.arange(len(order))
-        slots = np.full(len(new_row), self.src_mask.shape[1], dtype=np.int64)  # all: the kernel reads all
-        self.cross_kv = self._move(self.cross_kv, order, slots)
+        self._move(self.cross_kv, order, np.full(held, self.src_mask.shape[1], dtype=np.int64))  # the kernel reads all
+        self.cross_rows = len(order)
         self._cross_from(new_row[read])
 
-    def _move(self, values: list[ort.OrtValue], rows: np.ndarray, lengths: np.ndarray) -> list[ort.OrtValue]:
-        """values[i][:M] = values[i][rows] in place (the move graph), each row's first lengths[row] slots; returns
-        the values' first M rows (views of their memory)."""
-        views = [first_rows(value, len(rows)) for value in values]
-        binding = self.model.move.io_binding()
-        for i, (value, view) in enumerate(zip(values, views)):
-            binding.bind_ortvalue_input(f"x_{i}", value)
-            binding.bind_ortvalue_output(f"y_{i}", view)
+    def _move(self, values: list[ort.OrtValue], rows: np.ndarray, lengths: np.ndarray) -> None:
+        """values[i][:M] = values[i][rows] in place (the move graph), each row's first lengths[row] slots. The
+        binding, of the tensors as their own outputs, is made once a set of them."""
+        _, binding = self.move_bindings.get(id(values[0]), (None, None))
+        if binding is None:
+            binding = self.model.move.io_binding()
+            self.move_bindings[id(values[0])] = list(values), binding
+            for i, value in enumerate(values):
+                binding.bind_ortvalue_input(f"x_{i}", value)
+                binding.bind_ortvalue_output(f"y_{i}", value)
         binding.bind_cpu_input("rows", rows)
         binding.bind_cpu_input("lengths", lengths)
         self.model.move.run_with_iobinding(binding, self.model.run_options)
-        return views
 
 
 def eager_decoder(model: ModelSessions) -> EagerDecoder:
@@ -573,19 +592,15 @@ def joined_on_cpu(a: np.ndarray, b: np.ndarray, dtype: type) -> ort.OrtValue:
     return joined
 
 
-def joined_in_place(a: list, b: list) -> list[ort.OrtValue] | None:
-    """concat(a_i, b_i) along the rows, where every a_i is the first rows of a CPU tensor (first_rows) with room for
-    b_i's rows after them: b_i (cut to a_i's length, or padded with zeros) is written into that room, and the result
-    is a view of the tensor's first rows, so that the running rows are not copied. The room is that of rows that
-    left the batch (SlotTableDecoder moves the rows that stay to the first rows). None where one a_i has no room."""
-    rows, new = shape_of(a[0])[0], shape_of(b[0])[0]
-    if not all(hasattr(a_i, "owner") and a_i.owner.shape()[0] >= rows + new for a_i in a):
-        return None
-    joined = []
+def joined_in_place(a: list[ort.OrtValue], rows: int, b: list) -> bool:
+    """Whether every a_i, CPU tensors, has room for b_i's rows after its first `rows`: then b_i (cut to a_i's
+    length, or padded with zeros) is written there, so that the running rows are not copied. The room is that of
+    rows that left the batch (SlotTableDecoder moves the rows that stay to the first rows)."""
+    if not all(isinstance(a_i, ort.OrtValue) and a_i.shape()[0] >= rows + shape_of(b_i)[0] for a_i, b_i in zip(a, b)):
+        return False
     for a_i, b_i in zip(a, b):
-        write_rows(a_i.owner.numpy(), rows, host_array(b_i))  # into the whole tensor's memory
-        joined.append(row_range(a_i.owner, 0, rows + new))
-    return joined
+        write_rows(a_i.numpy(), rows, host_array(b_i))  # into the tensor's memory
+    return True
 
 
 def write_rows(y: np.ndarray, start: int, x: np.ndarray) -> None:
@@ -607,10 +622,8 @@ def cpu_tensor(shape: tuple[int, ...], dtype: type) -> ort.OrtValue:
 
 
 def held_bytes(values: list[ort.OrtValue]) -> int:
-    """The memory tensors hold: of a view (row_range), its owner's whole memory, counted once."""
-    owners = {id(owner): owner for owner in (getattr(value, "owner", value) for value in values)}
-    return sum(int(np.prod(owner.shape())) * np.dtype(NUMPY_TYPES[owner.data_type()]).itemsize
-               for owner in owners.values())
+    """The memory tensors hold."""
+    return sum(int(np.prod(value.shape())) * np.dtype(NUMPY_TYPES[value.data_type()]).itemsize for value in values)
 
 
 def shape_of(value: ort.OrtValue | np.ndarray) -> tuple[int, ...]:
@@ -620,21 +633,6 @@ def shape_of(value: ort.OrtValue | np.ndarray) -> tuple[int, ...]:
 def own_slots(rows: int, slots: int) -> np.ndarray:
     """A slot table in which every row's slots are its own: (rows, slots), row i all i."""
     return np.repeat(np.arange(rows, dtype=np.int64)[:, None], slots, axis=1)
-
-
-def first_rows(value: ort.OrtValue, rows: int) -> ort.OrtValue:
-    """A CPU tensor's first rows, over its memory (row_range)."""
-    return value if value.shape()[0] == rows else row_range(value, 0, rows)
-
-
-def row_range(value: ort.OrtValue, start: int, end: int) -> ort.OrtValue:
-    """A CPU tensor's rows start to end, over its memory. The view is made of the tensor that owns the memory, and
-    holds it (`owner`): a view's NumPy array keeps only the tensor it was read from alive, and a view owns no
-    memory."""
-    owner = getattr(value, "owner", value)
-    view = ort.OrtValue.ortvalue_from_numpy(owner.numpy()[start:end])
-    view.owner = owner
-    return view
 
 
 def axis2_pads(grow: int) -> np.ndarray:

@@ -4,13 +4,13 @@
 // loads in the 1.31 runtime).
 //
 // ours.DecoderSelfAttention(q, k, v, cache_k, cache_v, positions, slot_rows) -> out, cache_k', cache_v'
-//     q, k, v (N, D): one step's projections; caches (N, H, L, Dh); positions (N,) int64. Row i's key and value go
-//     to slot positions[i] of cache_k', cache_v' (in place when ONNX Runtime gives them the caches' buffers, as
-//     service.engine.decoder binds them; else after a copy), and, head by head,
-//     out[i] = softmax(q_i K^T / sqrt(Dh)) V over slots 0..positions[i].
-//     slot_rows (N, W) int64, W >= every position, or empty (0, 0): the row of the caches that holds each earlier
-//     slot of row i (slot j at slot_rows[i, j], j < positions[i]); empty, each row holds its own. A beam reorder then
-//     reorders this table, not the caches: beams that share a parent read its slots where they are.
+//     q, k, v (N, D): one step's projections; caches (C, H, L, Dh), C >= N: the first N rows the rows', the rest room
+//     that no row reads; positions (N,) int64. Row i's key and value go to slot positions[i] of row i of cache_k',
+//     cache_v' (in place when ONNX Runtime gives them the caches' buffers, as service.engine.decoder binds them; else
+//     after a copy), and, head by head, out[i] = softmax(q_i K^T / sqrt(Dh)) V over slots 0..positions[i].
+//     slot_rows (N, W) int64, W >= every position, or empty (0, 0): the row (< N) of the caches that holds each
+//     earlier slot of row i (slot j at slot_rows[i, j], j < positions[i]); empty, each row holds its own. A beam
+//     reorder then reorders this table, not the caches: beams that share a parent read its slots where they are.
 // ours.DecoderCrossAttention(q, cross_k, cross_v, src_mask, cross_from) -> out
 //     The same over the encoder's keys and values (M, H, S, Dh), at the source positions src_mask (N, S) keeps (a
 //     row reads no further than its last kept position: a batch's padding after it costs nothing).
@@ -24,12 +24,13 @@
 //     sum and the LayerNorm after it in one node (one pass over the sum fewer, and one node's overhead fewer, at a
 //     step of a few rows most of their time).
 // ours.MoveRows(x, rows, lengths) -> y
-//     x (N, H, L, Dh), rows (M,) int64 (M <= N), lengths (N,) int64: y[i] = x[rows[i]], of each head only the first
+//     x (N, H, L, Dh), lengths (K,) int64 (K <= N): the slots in use of x's first K rows; rows (M,) int64 (M <= K),
+//     each one of those K. y has x's shape: y = x, then y[i] = x[rows[i]] for i < M, of each head only the first
 //     lengths[rows[i]] slots (a self-attention cache's slots in use; the rest of the row is left as it was). In
-//     place when ONNX Runtime gives y x's buffer (service.engine.decoder binds it so): a row that keeps its place is
-//     not touched, a row whose content another row still has to read is written after that read, and a cycle of rows
-//     goes through a copy of one of them. When a sentence leaves, the decoder moves only the rows that fill its place
-//     (a beam reorder moves none: it reorders the slot table).
+//     place when ONNX Runtime gives y x's buffer (service.engine.decoder binds it so): the rows from M on are not
+//     touched, nor is a row that keeps its place; a row whose content another row still has to read is written after
+//     that read, and a cycle of rows goes through a copy of one of them. When a sentence leaves, the decoder moves
+//     only the rows that fill its place (a beam reorder moves none: it reorders the slot table).
 //
 // Rows run in parallel on the session's intra-op threads. The attention computes what ONNX's Attention computes for
 // one query (model.transformer.attention); -fassociative-math lets the compiler vectorize the sums, in another order,
@@ -320,8 +321,8 @@ struct TopRows {
 struct RowMoves {
   float* x;                      // (N, H, L, Dh), read and written
   const int64_t* rows;           // (M,)
-  const int64_t* lengths;        // (N,) slots of each row to copy
-  int64_t n, m, heads, slots, dh;
+  const int64_t* lengths;        // (K,) slots of each row to copy, K >= M
+  int64_t m, heads, slots, dh;
 
   void copy_row(float* to, const float* from, int64_t length) const {
     const int64_t head = slots * dh, count = std::min(length, slots) * dh;
@@ -366,18 +367,19 @@ struct RowMoves {
   }
 };
 
-// A slot table (N, W) that the rows' slots can be read by: a row for each row, a column for each slot before its
-// position, and every entry a row of the caches. Else an error, not a read outside the caches.
-void check_slot_rows(const int64_t* where, const std::vector<int64_t>& table, const int64_t* positions, int64_t rows,
+// The rows' positions, each a slot of the caches, and their slot table (N, W), or none (where == nullptr): a row
+// for each row, a column for each slot before its position, and every entry one of the N rows. Else an error, not a
+// read outside the caches.
+void check_positions(const int64_t* positions, const int64_t* where, const std::vector<int64_t>& table, int64_t rows,
                      int64_t slots) {
-  if (table.size() != 2 || table[0] != rows) {
-    ORT_CXX_API_THROW("DecoderSelfAttention: slot_rows must have a row for each row of the caches", ORT_INVALID_ARGUMENT);
+  if (where && (table.size() != 2 || table[0] != rows)) {
+    ORT_CXX_API_THROW("DecoderSelfAttention: slot_rows must have a row for each row", ORT_INVALID_ARGUMENT);
   }
   for (int64_t r = 0; r < rows; ++r) {
-    if (positions[r] < 0 || positions[r] >= slots || positions[r] > table[1]) {
+    if (positions[r] < 0 || positions[r] >= slots || (where && positions[r] > table[1])) {
       ORT_CXX_API_THROW("DecoderSelfAttention: a position outside the cache or the slot table", ORT_INVALID_ARGUMENT);
     }
-    for (int64_t j = 0; j < positions[r]; ++j) {
+    for (int64_t j = 0; where && j < positions[r]; ++j) {
       const int64_t row = where[r * table[1] + j];
       if (row < 0 || row >= rows) ORT_CXX_API_THROW("DecoderSelfAttention: slot_rows names no row", ORT_INVALID_ARGUMENT);
     }
@@ -393,14 +395,19 @@ struct SelfAttentionKernel {
     auto cache_k = ctx.GetInput(3), cache_v = ctx.GetInput(4), positions = ctx.GetInput(5);
     auto slot_rows = ctx.GetInput(6);
     const std::vector<int64_t> shape = cache_k.GetTensorTypeAndShapeInfo().GetShape();
-    const int64_t rows = shape[0], heads = shape[1], slots = shape[2], dh = shape[3];
+    const int64_t held = shape[0], heads = shape[1], slots = shape[2], dh = shape[3];
+    const int64_t rows = q.GetTensorTypeAndShapeInfo().GetShape()[0];
+    if (rows > held || static_cast<int64_t>(positions.GetTensorTypeAndShapeInfo().GetElementCount()) != rows) {
+      ORT_CXX_API_THROW("DecoderSelfAttention: the caches must hold a row for each row, and positions name a "
+                        "position for each", ORT_INVALID_ARGUMENT);
+    }
     const std::vector<int64_t> table = slot_rows.GetTensorTypeAndShapeInfo().GetShape();
     const int64_t* where = table[0] * table[1] > 0 ? slot_rows.GetTensorData<int64_t>() : nullptr;
-    if (where) check_slot_rows(where, table, positions.GetTensorData<int64_t>(), rows, slots);
+    check_positions(positions.GetTensorData<int64_t>(), where, table, rows, slots);
     float* out = ctx.GetOutput(0, {rows, heads * dh}).GetTensorMutableData<float>();
     float* K = ctx.GetOutput(1, shape).GetTensorMutableData<float>();
     float* V = ctx.GetOutput(2, shape).GetTensorMutableData<float>();
-    const size_t bytes = static_cast<size_t>(rows * heads * slots * dh) * sizeof(float);
+    const size_t bytes = static_cast<size_t>(held * heads * slots * dh) * sizeof(float);
     if (K != cache_k.GetTensorData<float>()) std::memcpy(K, cache_k.GetTensorData<float>(), bytes);
     if (V != cache_v.GetTensorData<float>()) std::memcpy(V, cache_v.GetTensorData<float>(), bytes);
     Rows work{q.GetTensorData<float>(), nullptr, nullptr, k.GetTensorData<float>(), v.GetTensorData<float>(),
@@ -509,25 +516,19 @@ struct MoveRowsKernel {
   void Compute(OrtKernelContext* context) {
     Ort::KernelContext ctx(context);
     auto x = ctx.GetInput(0), rows = ctx.GetInput(1), lengths = ctx.GetInput(2);
-    std::vector<int64_t> shape = x.GetTensorTypeAndShapeInfo().GetShape();
+    const std::vector<int64_t> shape = x.GetTensorTypeAndShapeInfo().GetShape();
     const int64_t n = shape[0], m = static_cast<int64_t>(rows.GetTensorTypeAndShapeInfo().GetElementCount());
-    shape[0] = m;
+    const int64_t k = static_cast<int64_t>(lengths.GetTensorTypeAndShapeInfo().GetElementCount());
+    if (k > n || m > k) ORT_CXX_API_THROW("MoveRows: lengths must name at most x's rows, rows at most those",
+                                          ORT_INVALID_ARGUMENT);
+    const int64_t* from = rows.GetTensorData<int64_t>();
+    for (int64_t i = 0; i < m; ++i) {
+      if (from[i] < 0 || from[i] >= k) ORT_CXX_API_THROW("MoveRows: a row out of range", ORT_INVALID_ARGUMENT);
+    }
     float* y = ctx.GetOutput(0, shape).GetTensorMutableData<float>();
     const float* source = x.GetTensorData<float>();
-    const int64_t* from = rows.GetTensorData<int64_t>();
-    if (static_cast<int64_t>(lengths.GetTensorTypeAndShapeInfo().GetElementCount()) != n) {
-      ORT_CXX_API_THROW("MoveRows: lengths must have one entry per row of x", ORT_INVALID_ARGUMENT);
-    }
-    for (int64_t i = 0; i < m; ++i) {
-      if (from[i] < 0 || from[i] >= n) ORT_CXX_API_THROW("MoveRows: a row out of range", ORT_INVALID_ARGUMENT);
-    }
-    RowMoves moves{y, from, lengths.GetTensorData<int64_t>(), n, m, shape[1], shape[2], shape[3]};
-    if (y == source && m <= n) {
-      moves.run();
-    } else {  // a gather into another buffer
-      for (int64_t i = 0; i < m; ++i) moves.copy_row(moves.row(i), source + from[i] * shape[1] * shape[2] * shape[3],
-                                                     moves.lengths[from[i]]);
-    }
+    if (y != source) std::memcpy(y, source, x.GetTensorTypeAndShapeInfo().GetElementCount() * sizeof(float));
+    RowMoves{y, from, lengths.GetTensorData<int64_t>(), m, shape[1], shape[2], shape[3]}.run();
   }
 };
 
