@@ -69,8 +69,9 @@ class EagerDecoder:
     append and grow them there. Nothing but the tokens, the positions and the top-k crosses to NumPy, and on the CPU
     ONNX Runtime's allocator reuses the caches' memory from step to step, where NumPy would allocate (and fault in)
     fresh pages. The host's inputs (tokens, positions, width, source mask) and the top-k outputs are NumPy arrays
-    that OrtValues wrap, bound once and written in place; a GPU session copies a host input when it is bound, so
-    there those written in place are bound again before every step (the top-k it copies back at every run).
+    bound over their own memory (bind_cpu_input; an OrtValue for an output), once, and written in place; a GPU
+    session copies a host input when it is bound, so there those written in place are bound again before every
+    step (the top-k it copies back at every run).
     A layout says how a StepPlan moves the rows (apply), what the first cache of a batch is (_first_cache), and
     what else its step reads (_layout_reads).
     """
@@ -206,11 +207,12 @@ class EagerDecoder:
             reads = {GraphIO.TOKENS: self.tokens, GraphIO.POSITIONS: self.positions, GraphIO.WIDTH: self.width,
                      GraphIO.SRC_MASK: self.src_mask, **self._layout_reads()}
             writes = {GraphIO.TOP_TOKENS: self.top_tokens, GraphIO.TOP_LOGP: self.top_logp}
-            binding = step.binding
-            for bind, arrays in ((binding.bind_ortvalue_input, reads), (binding.bind_ortvalue_output, writes)):
-                for name, array in arrays.items():
-                    if step.bound.get(name) is not array:  # an OrtValue over the array's memory, read or written
-                        bind(name, ort.OrtValue.ortvalue_from_numpy(array))
+            for name, array in reads.items():
+                if step.bound.get(name) is not array:  # over the array's memory on the CPU
+                    step.binding.bind_cpu_input(name, array)
+            for name, array in writes.items():
+                if step.bound.get(name) is not array:  # an OrtValue over the array's memory
+                    step.binding.bind_ortvalue_output(name, ort.OrtValue.ortvalue_from_numpy(array))
             step.bound, step.host_arrays = {**reads, **writes}, self.host_arrays
         if t.copies_bound_inputs:
             for name, array in ((GraphIO.TOKENS, self.tokens), (GraphIO.POSITIONS, self.positions),
@@ -438,6 +440,24 @@ class SlotTableDecoder(EagerDecoder):
             self._move(self.self_kv, places, self.positions)
             self._move_cross(self._cross_rows_read()[places])
         positions = self.positions[rows]
+        table, shared = self._table(rows, places, positions)
+        if len(rows) == len(self.positions):
+            self.positions[:], self.slot_rows[:] = positions, table  # in place: the step bindings read them there
+            self._count_needed()
+        else:
+            self._replace(positions=positions, slot_rows=table)
+        if shared != self.shared_slots:  # the step binds the table, or NO_TABLE, afresh
+            self.shared_slots = shared
+            self.host_arrays += 1
+        if places is not None:
+            self._replace(src_mask=self.src_mask[places])
+            self._shrink()
+
+    def _table(self, rows: np.ndarray, places: np.ndarray | None, positions: np.ndarray) -> tuple[np.ndarray, bool]:
+        """The slot table after a plan (rows the parents, places where the rows moved to), given the rows' positions
+        then; and whether some row reads slots of another."""
+        if not self.shared_slots and places is not None and np.array_equal(rows, places):
+            return self.slot_rows[: len(rows)], False  # each row its own parent, its slots its own: in its new place
         table = self.slot_rows[rows]
         if places is not None:
             moved_to = np.zeros(len(self.positions), dtype=np.int64)  # each old row's new place (0: a row that left,
@@ -445,18 +465,7 @@ class SlotTableDecoder(EagerDecoder):
             table = moved_to[table]
         own = np.arange(len(rows))[:, None]
         table = np.where(np.arange(self.slots) < positions[:, None], table, own)
-        if len(rows) == len(self.positions):
-            self.positions[:], self.slot_rows[:] = positions, table  # in place: the step bindings read them there
-            self._count_needed()
-        else:
-            self._replace(positions=positions, slot_rows=table)
-        shared = bool((table != own).any())
-        if shared != self.shared_slots:  # the step binds the table, or NO_TABLE, afresh
-            self.shared_slots = shared
-            self.host_arrays += 1
-        if places is not None:
-            self._replace(src_mask=self.src_mask[places])
-            self._shrink()
+        return table, bool((table != own).any())
 
     def _cross_rows_read(self) -> np.ndarray:
         """The row of the encoder keys/values each row reads."""
@@ -473,12 +482,15 @@ class SlotTableDecoder(EagerDecoder):
         rows' new order). Those stay where they are until the rows read few enough of the cross_rows in use
         (_cuts, as for a cut): a move copies every sentence's that stays, to give its place to sentences that join.
         Then, and `now`, the ones read move to the first rows, in the order the rows first read them."""
-        kept, first = np.unique(read, return_index=True)
         held = self.cross_rows
-        if len(kept) == held or not (now or self._cuts(len(kept), held)):
+        used = np.zeros(held, dtype=bool)
+        used[read] = True
+        kept = int(np.count_nonzero(used))
+        if kept == held or not (now or self._cuts(kept, held)):
             self._cross_from(read)
             return
-        order = kept[np.argsort(first)]  # the sentences left, in the order of their first rows
+        _, first = np.unique(read, return_index=True)
+        order = read[np.sort(first)]  # the sentences left, in the order of their first rows
         new_row = np.zeros(held, dtype=np.int64)
         new_row[order] = np.arange(len(order))
         self._move(self.cross_kv, order, np.full(held, self.src_mask.shape[1], dtype=np.int64))  # the kernel reads all
