@@ -142,7 +142,7 @@ class EagerDecoder:
         else:  # the new rows after the running ones, the encoder outputs padded to the longer source
             length = max(self.src_mask.shape[1], src_mask.shape[1])
             if length > self.src_mask.shape[1]:  # rarely: most joins pad only the newcomers
-                self._set_cross_kv(self._resize(self.cross_kv, length, running_cross), running_cross)
+                self._set_cross_kv(self._resize(self.cross_kv, length, running_cross))
             self._set_cross_kv(self._join(self.cross_kv, running_cross, cross_kv, length - src_mask.shape[1]),
                                running_cross + new_cross)
             self._replace(src_mask=np.concatenate([pad_columns(self.src_mask, length),
@@ -276,8 +276,6 @@ class EagerDecoder:
         """Drop what holds the caches' tensors besides self_kv and cross_kv: the step's bindings."""
         # by the ids of the first tensors they bind (self-attention, then cross-attention)
         self.step_bindings: dict[tuple[int, int], StepBinding] = {}
-        # the move graph's, in place, by the id of the first tensor they bind, with the tensors (held: their ids)
-        self.move_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
 
 
 class ExportedDecoder(EagerDecoder):
@@ -377,6 +375,11 @@ class SlotTableDecoder(EagerDecoder):
         self.cross_from = NO_CROSS  # the row of the encoder keys/values each row reads: its sentence's (_cross_from)
         self.shared_slots = False  # whether some row reads slots of another row (else the step gets NO_TABLE)
         super()._empty()
+
+    def _let_go(self) -> None:
+        super()._let_go()
+        # the move graph's, in place, by the id of the first tensor they bind, with the tensors (held: their ids)
+        self.move_bindings: dict[int, tuple[list[ort.OrtValue], ort.IOBinding]] = {}
 
     def _set_self_kv(self, values: list[ort.OrtValue]) -> None:
         super()._set_self_kv(values)
