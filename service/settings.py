@@ -321,6 +321,10 @@ class Settings(BaseSettings):
         "once its lease runs out, a job of a service that stopped at once when it starts again"
     )
     log_level: str = Field("info", description="log level of the service's processes and of uvicorn")
+    access_log: bool = Field(
+        False, description="a line in the log for each HTTP request (uvicorn's access log); `/metrics` counts "
+        "them either way, and the scale-out's nginx logs each one"
+    )
 
     @property
     def keys_required(self) -> bool:

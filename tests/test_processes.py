@@ -69,10 +69,15 @@ def service(tiny_model_dir: Path, tmp_path: Path):
         yield running
 
 
+ACCESS_LINE = '"POST /translate HTTP/1.1" 200'  # uvicorn's access log's line of an answered translation
+
+
 def test_one_engine_process_holds_the_models_and_the_workers_do_not(service: RunningService):
     engine, workers = processes(service)
     assert len(workers) == WORKERS
     assert not maps_onnxruntime(service.process.pid)
+    translate(service.url, "A dog runs.")
+    assert ACCESS_LINE not in service.log.read_text(errors="replace")  # TRANSLATOR_ACCESS_LOG is off by default
 
 
 def test_every_worker_reports_every_request_even_after_the_workers_died(service: RunningService):
@@ -219,11 +224,13 @@ def test_the_supervisor_killed_outright_leaves_no_process_behind(service: Runnin
 
 
 def test_one_process_serves_everything_with_no_workers(tiny_model_dir: Path, tmp_path: Path):
-    with running_service(tiny_model_dir, tmp_path / "service.log", http_workers=0, threads=1) as running:
+    with running_service(tiny_model_dir, tmp_path / "service.log", http_workers=0, threads=1,
+                         access_log=True) as running:
         assert children(running.process.pid) == []
         assert maps_onnxruntime(running.process.pid)
         translate(running.url, "A dog runs.")
         assert translated_200s(running.url) == 1.0
+        assert ACCESS_LINE in running.log.read_text(errors="replace")
         assert_error(httpx.post(running.url + "/translate", json=body("Hi.", target="xx"), timeout=TIMEOUT), 400)
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from service.worker.params import clean_text
-from service.worker.spans import protect, put_back
+from service.worker.spans import SIGNS, SPANS, protect, put_back, spans_of
 
-SPANS = [
+SPANS_FOUND = [
     ("Visit https://example.com/docs/setup?lang=en&v=2 for the details.", "https://example.com/docs/setup?lang=en&v=2"),
     ("Please write to anna.schmidt@example.org today.", "anna.schmidt@example.org"),
     ("Thanks @maria_k for the help.", "@maria_k"),
@@ -28,7 +30,7 @@ SPANS = [
 ]
 
 
-@pytest.mark.parametrize(("text", "span"), SPANS)
+@pytest.mark.parametrize(("text", "span"), SPANS_FOUND)
 def test_each_kind_of_span_is_taken_out_whole(text: str, span: str):
     protected = protect(text)
     assert list(protected.spans.values()) == [span]
@@ -98,3 +100,21 @@ def test_no_span_reaches_over_a_placeholder_number_of_inline_markup():
     assert list(protect("Call +49 30 1234567 07301.").spans.values()) == ["+49 30 1234567 07301"]  # no placeholder
     assert list(protect("Etwa 7301 40 7318 % mehr.").spans.values()) == ["7301", "40", "7318 %"]  # begins with it
     assert list(protect("Certified ISO-9001 today.").spans.values()) == ["ISO-9001"]  # 9001 is in the series
+
+
+
+# texts near spans: mostly letters, spaces and punctuation, with the characters that begin or join spans, "www.",
+# digits of several scripts, emoji and their joiners here and there
+NEAR_SPANS = st.lists(st.sampled_from([*"aaaaZZZZéß     .,:;-_+~()[]\"'$€%&!?wWw", "www.", "://", "@", "#", "/", "\\",
+                                      "`", "0", "7", "٣", "१", "🎵", "👍", "🏽", "\u200d", "\ufe0f", "\u20e3", "🇩",
+                                      "©", "\U000e0067"])).map("".join)
+
+
+@settings(deadline=None, database=None, max_examples=500)
+@given(NEAR_SPANS)
+def test_a_text_without_any_sign_of_a_span_holds_none(text: str):
+    """spans_of searches for every kind of span only where SIGNS finds one of their characters: elsewhere that
+    search finds nothing."""
+    if SIGNS.search(text) is None:
+        assert SPANS.search(text) is None
+        assert spans_of(text) == []

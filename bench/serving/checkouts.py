@@ -2,12 +2,16 @@
 
     python -m bench.serving.checkouts /tmp/base [--rounds 2] [--concurrency 32] [--seconds 20]
                                       [--setting NAME=VALUE ...] [--base-setting NAME=VALUE ...] [--name NAME]
+                                      [--stand-in]
 
 Each round starts `python -m service` of each checkout in turn (service.launch.running_service, the same shipped
 model and default settings) and loads it with single test_2016_flickr sentences from wrk (bench.serving.loadgen):
 sentences per second and latency, the median over rounds, and this checkout's throughput over the other's.
 --setting and --base-setting give this checkout's and the other's service settings that differ from the defaults;
-with this checkout as the other (`.`), the two sides are two settings of the same code.
+with this checkout as the other (`.`), the two sides are two settings of the same code. --stand-in serves each
+checkout with the stand-in models instead (`python -m bench.serving.frontend --serve-stand-in` of that checkout: the
+engine process echoes every sentence at once, so a request's time is what surrounds the model: the HTTP worker, the
+round trip to the engine process and its server, not its batcher).
 Results: bench/results/NAME.{json,md} (serving-checkouts).
 """
 
@@ -15,7 +19,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from bench.common.cli import command_line, parse_settings
@@ -24,7 +31,20 @@ from bench.common.machine import environment
 from bench.common.report import markdown_table, write_results
 from bench.common.sentences import multi30k_sentences
 from bench.serving.loadgen import run_load
-from service.launch import running_service
+from service.launch import RunningService, free_port, running_server, running_service, service_env
+
+
+@contextmanager
+def serving(checkout: Path, log: Path, settings: dict[str, object], stand_in: bool) -> Iterator[RunningService]:
+    """A checkout's service on the shipped model, or (`stand_in`) on the stand-in models."""
+    if not stand_in:
+        with running_service(MODEL_DIR, log, checkout=checkout, **settings) as service:
+            yield service
+        return
+    port, settings = free_port(), {"data_dir": log.parent / f"{log.stem}-data", **settings}
+    command = [sys.executable, "-m", "bench.serving.frontend", "--serve-stand-in"]
+    with running_server(command, port, log, service_env(MODEL_DIR, port, settings), checkout) as service:
+        yield service
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--base-setting", action="append", default=[], help="a setting of the other's, name=value")
     p.add_argument("--name", default="serving-checkouts", help="the results' file name")
     p.add_argument("--out-dir", type=Path, default=RESULTS)
+    p.add_argument("--stand-in", action="store_true", help="serve the stand-in models, which echo at once")
     args = p.parse_args(argv)
     sentences = multi30k_sentences()
     checkouts = {"this": REPO, "base": args.base.resolve()}
@@ -46,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
         for round_ in range(args.rounds):
             for name, checkout in (checkouts.items() if round_ % 2 == 0 else reversed(checkouts.items())):
                 log = Path(logs) / f"{name}-{round_}.log"
-                with running_service(MODEL_DIR, log, checkout=checkout, **settings[name]) as service:
+                with serving(checkout, log, settings[name], args.stand_in) as service:
                     run_load(service.url, sentences, args.concurrency, 3)  # warm-up
                     runs[name].append(run_load(service.url, sentences, args.concurrency, args.seconds))
                 print(name, round_, runs[name][-1]["sentences_per_s"], flush=True)
@@ -58,13 +79,14 @@ def main(argv: list[str] | None = None) -> None:
     ratio = median["this"]["sentences_per_s"] / median["base"]["sentences_per_s"]
     rows = [[name, f"{m['sentences_per_s']:.1f}", f"{m['p50_ms']:.1f}", f"{m['p99_ms']:.1f}", m["errors"]]
             for name, m in median.items()]
+    models = "stand-in models (echoing), " if args.stand_in else ""
     markdown = (f"# Serving, this checkout against {args.base}\n\n`{command_line('bench.serving.checkouts', argv)}`"
-                f"\n\n{args.concurrency} clients, single sentences, median of {args.rounds} rounds; settings other "
-                f"than the defaults: this {settings['this'] or 'none'}, base {settings['base'] or 'none'}:\n\n"
+                f"\n\n{args.concurrency} clients, single sentences, {models}median of {args.rounds} rounds; settings "
+                f"other than the defaults: this {settings['this'] or 'none'}, base {settings['base'] or 'none'}:\n\n"
                 + markdown_table(["checkout", "sentences/s", "p50 ms", "p99 ms", "errors"], rows)
                 + f"\nThis checkout's throughput: {ratio:.2f}x the base's.\n")
     write_results(args.out_dir, args.name, {"environment": environment([]), "settings": settings, "runs": runs,
-                                            "median": median, "ratio": ratio}, markdown)
+                                            "median": median, "ratio": ratio, "stand_in": args.stand_in}, markdown)
     print(markdown)
 
 

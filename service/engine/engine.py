@@ -128,9 +128,9 @@ class Engine:
         if self.phase is not Phase.READY:
             raise ShuttingDown()
         try:
-            hyps = await asyncio.wait_for(self.routes[pair].submit(sentences, opts, bulk),
-                                          self.settings.engine_timeout_s)
-        except TimeoutError:  # wait_for cancelled the submission: its sentences left the queue and the batch
+            async with asyncio.timeout(self.settings.engine_timeout_s):  # no task of its own, unlike wait_for
+                hyps = await self.routes[pair].submit(sentences, opts, bulk)
+        except TimeoutError:  # the submission was cancelled: its sentences left the queue and the batch
             raise EngineStalled(f"no answer within {self.settings.engine_timeout_s:g} s") from None
         self.metrics.input_tokens.labels(pair).inc(sum(len(ids) for ids in sentences))
         self.metrics.output_tokens.labels(pair).inc(sum(len(h[0].tokens) + 1 for h in hyps if h))  # with </s>

@@ -108,7 +108,8 @@ class RemoteEngine:
         self.futures[request_id] = future = asyncio.get_running_loop().create_future()
         try:
             await self.socket.send(encode(message(request_id)))
-            return await asyncio.wait_for(future, deadline)
+            async with asyncio.timeout(deadline):  # the answer wakes this task itself, unlike wait_for's
+                return await future
         except TimeoutError:
             await self._cancel(request_id)
             raise EngineStalled(f"no answer within {deadline:g} s") from None

@@ -274,6 +274,7 @@ class DrainingServer(uvicorn.Server):
             host=settings.host,
             port=settings.port,
             log_level=settings.log_level,
+            access_log=settings.access_log,
             http=functools.partial(BoundedHttpProtocol, limits=HttpLimits.of(settings)),
             ws="none",
             proxy_headers=False,  # the app reads X-Forwarded-For of TRANSLATOR_TRUSTED_PROXIES alone
