@@ -222,9 +222,16 @@ def checkouts(results: list[dict]) -> list[Figure]:
     for source, data in enumerate(results):
         if "precision" not in data:  # served
             clients = data["runs"]["this"][0]["concurrency"]
-            figures.append(Figure(f"served, {clients_text(clients)}: throughput",
-                                  per_s(data["median"]["this"]["sentences_per_s"]), f"{times(data['ratio'])} the base",
-                                  source))
+            served = f"served, {clients_text(clients)}"
+            if data.get("stand_in"):  # with this checkout's settings: two results of one question differ in them
+                served = ", ".join(["served, stand-in models", clients_text(clients),
+                                    *(f"{name}={value}" for name, value in data["settings"]["this"].items())])
+            this, base = data["median"]["this"], data["median"]["base"]
+            figures.append(Figure(f"{served}: throughput", per_s(this["sentences_per_s"]),
+                                  f"{times(data['ratio'])} the base", source))
+            if data.get("stand_in"):  # a request's time is its path's
+                figures.append(Figure(f"{served}: p50 latency", f"{this['p50_ms']:.1f} ms",
+                                      f"{times(this['p50_ms'] / base['p50_ms'])} the base's", source))
             continue
         figures += [Figure(f"{data['precision']}, {shape.replace('beam 1', 'greedy')}: speed over "
                            f"{data['checkouts']['other']}'s", f"{speed:.2f}×", "", source)
@@ -778,6 +785,17 @@ QUESTIONS = [
                                "serving-guards-spin-c32.json"), checkouts,
         "Four rounds of 10 s a level, the checkouts alternating; on this shared machine a figure within about 5 % of "
         "1 is noise (at 8 clients the rounds' ratios ran from 0.91 to 1.02).",
+    ),
+    Question(
+        "A lone request's path: no access log, spans looked for only where they may be",
+        "A lone client's requests served with the stand-in models (the engine process echoes at once, so a request's "
+        "time is its path: the HTTP worker, the round trip to the engine process and its server), against the code "
+        "before (4a9f195): with uvicorn's access log off (TRANSLATOR_ACCESS_LOG's default), the search for "
+        "protected spans skipped in a text without a sign of one, and one task fewer on each side of the round trip; "
+        "then the same with the access log on, which leaves the rest.",
+        "the code before", ("lone-stand-in.json", "lone-stand-in-logged.json"), checkouts,
+        "Six rounds of 8 s, the checkouts alternating. The machine's speed moved within the run (a checkout's rounds "
+        "spread over 2×); each round's rate is in the result files.",
     ),
     Question(
         "The output projection's bound at batch 64",
