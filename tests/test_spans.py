@@ -102,7 +102,6 @@ def test_no_span_reaches_over_a_placeholder_number_of_inline_markup():
     assert list(protect("Certified ISO-9001 today.").spans.values()) == ["ISO-9001"]  # 9001 is in the series
 
 
-
 # texts near spans: mostly letters, spaces and punctuation, with the characters that begin or join spans, "www.",
 # digits of several scripts, emoji and their joiners here and there
 NEAR_SPANS = st.lists(st.sampled_from([*"aaaaZZZZéß     .,:;-_+~()[]\"'$€%&!?wWw", "www.", "://", "@", "#", "/", "\\",

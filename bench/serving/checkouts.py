@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,8 +29,9 @@ from bench.common.defaults import MODEL_DIR, REPO, RESULTS
 from bench.common.machine import environment
 from bench.common.report import markdown_table, write_results
 from bench.common.sentences import multi30k_sentences
+from bench.serving.frontend import stand_in_service
 from bench.serving.loadgen import run_load
-from service.launch import RunningService, free_port, running_server, running_service, service_env
+from service.launch import RunningService, running_service
 
 
 @contextmanager
@@ -41,9 +41,7 @@ def serving(checkout: Path, log: Path, settings: dict[str, object], stand_in: bo
         with running_service(MODEL_DIR, log, checkout=checkout, **settings) as service:
             yield service
         return
-    port, settings = free_port(), {"data_dir": log.parent / f"{log.stem}-data", **settings}
-    command = [sys.executable, "-m", "bench.serving.frontend", "--serve-stand-in"]
-    with running_server(command, port, log, service_env(MODEL_DIR, port, settings), checkout) as service:
+    with stand_in_service(log, settings, checkout) as service:
         yield service
 
 

@@ -12,7 +12,6 @@ Results: bench/results/exact-limits.{json,md}.
 from __future__ import annotations
 
 import argparse
-import sys
 import threading
 import time
 from collections import Counter
@@ -23,11 +22,12 @@ from pathlib import Path
 import httpx
 
 from bench.common.cli import command_line
-from bench.common.defaults import MODEL_DIR, REPO, RESULTS
+from bench.common.defaults import RESULTS
 from bench.common.machine import environment, provenance
 from bench.common.postgres import running_postgres
 from bench.common.report import markdown_table, write_results
-from service.launch import RunningService, free_port, running_server, service_env
+from bench.serving.frontend import stand_in_service
+from service.launch import RunningService
 from service.store import Store
 from service.store.keys import Limits, add_key
 
@@ -36,10 +36,8 @@ from service.store.keys import Limits, add_key
 def running_stand_in(folder: Path, name: str, **settings: object) -> Iterator[RunningService]:
     """`python -m service` with stand-in models (service.testing) and 2 HTTP workers, its data folder folder/data
     unless a setting names one; its log folder/NAME.log."""
-    port = free_port()
-    values = {"data_dir": folder / "data", "http_workers": 2, "log_level": "warning", **settings}
-    command = [sys.executable, "-m", "bench.serving.frontend", "--serve-stand-in"]
-    with running_server(command, port, folder / f"{name}.log", service_env(MODEL_DIR, port, values), REPO) as server:
+    values = {"http_workers": 2, "log_level": "warning", **settings}
+    with stand_in_service(folder / f"{name}.log", values) as server:
         yield server
 
 

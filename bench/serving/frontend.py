@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from bench.common.cli import command_line
 from bench.common.defaults import MODEL_DIR, REPEATS, REPO, RESULTS, THREADS
@@ -24,13 +27,14 @@ from bench.common.report import markdown_table, write_results
 from bench.common.sentences import SENTENCES
 from bench.common.timing import rotation
 from bench.serving.loadgen import run_load
-from service.launch import free_port, running_server, running_service, service_env
+from service.launch import RunningService, free_port, running_server, running_service, service_env
 from service.processes import setup_logging
 from service.settings import Settings, default_http_workers
 from service.supervisor import Supervisor
 from service.testing import ECHO_MODELS
 
 BY_WORKERS_CLIENTS = 128
+STAND_IN = ["bench.serving.frontend", "--serve-stand-in"]  # the service's processes with the stand-in models
 
 
 def serve_stand_in() -> None:
@@ -41,13 +45,25 @@ def serve_stand_in() -> None:
     raise SystemExit(Supervisor(settings, models=ECHO_MODELS).run())
 
 
+@contextmanager
+def stand_in_service(log: Path, settings: dict[str, object] | None = None, checkout: Path = REPO,
+                     module: list[str] = STAND_IN, model_dir: Path = MODEL_DIR) -> Iterator[RunningService]:
+    """`python -m MODULE` of a checkout (STAND_IN: the service with the stand-in models, which read model_dir's
+    config only) on a free loopback port, ready; settings the defaults but `settings`, its data folder beside the
+    log unless a setting names one."""
+    port = free_port()
+    env = service_env(model_dir, port, {"data_dir": log.parent / "data", **(settings or {})})
+    with running_server([sys.executable, "-m", *module], port, log, env, checkout) as service:
+        yield service
+
+
 def by_workers(workers: list[int], seconds: float, threads: int) -> list[dict]:
     rows = []
     for engine in ("stand-in", "real"):
         for count in workers:
             settings = {"http_workers": count, "threads": threads, "log_level": "warning"}
             port = free_port()
-            module = ["bench.serving.frontend", "--serve-stand-in"] if engine == "stand-in" else ["service"]
+            module = STAND_IN if engine == "stand-in" else ["service"]
             command, env = [sys.executable, "-m", *module], service_env(MODEL_DIR, port, settings)
             with running_server(command, port, RESULTS / "tmp" / "frontend.log", env, cwd=REPO) as server:
                 run_load(server.url, SENTENCES, BY_WORKERS_CLIENTS, 2)  # warm-up

@@ -82,7 +82,8 @@ from bench.common.machine import cpu_seconds, environment, rss_mib, tree_cpu_sec
 from bench.common.report import write_results
 from bench.common.sentences import multi30k_sentences
 from bench.common.timing import while_running
-from service.launch import RunningService, free_port, running_server, running_service, service_env
+from bench.serving.frontend import STAND_IN, stand_in_service
+from service.launch import RunningService, free_port, running_service
 from service.settings import DEFAULT_DATA_DIR, Settings
 
 SHIPPED_MODELS = REPO / "models"
@@ -672,20 +673,17 @@ def runs_through(service: RunningService, data: bytes, limit_s: float = 600) -> 
 
 
 TREE_SAMPLE_S = 0.05  # a process tree's RSS takes longer to read than one process's
-STAND_IN = ["bench.serving.frontend", "--serve-stand-in"]  # the service with stand-in models
 DOCUMENTS_IN_A_PROCESS = ["bench.serving.document_process"]  # the same, documents read and written in a process
 
 
 @contextmanager
-def stand_in_service(model_dir: Path, name: str, checkout: Path = REPO, module: list[str] = STAND_IN
-                     ) -> Iterator[RunningService]:
+def named_stand_in(model_dir: Path, name: str, checkout: Path = REPO, module: list[str] = STAND_IN
+                   ) -> Iterator[RunningService]:
     """A checkout's service with stand-in models (`module`: STAND_IN or DOCUMENTS_IN_A_PROCESS), default
     settings."""
-    port, log = free_port(), RESULTS / "tmp" / f"hostile-{name}.log"
+    log = RESULTS / "tmp" / f"hostile-{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", *module]
-    with running_server(command, port, log, service_env(model_dir, port, {"data_dir": log.parent / "data"}),
-                        checkout) as running:
+    with stand_in_service(log, checkout=checkout, module=module, model_dir=model_dir) as running:
         yield running
 
 
@@ -696,7 +694,7 @@ def paragraph_runs(model_dir: Path, checkouts: list[tuple[str, Path]], rounds: i
     results: dict = {"runs": runs, "bytes": len(data), **{label: [] for label, _ in checkouts}}
     for _ in range(rounds):
         for label, checkout in checkouts:
-            with stand_in_service(model_dir, "runs", checkout) as running:
+            with named_stand_in(model_dir, "runs", checkout) as running:
                 results[label].append(loaded(runs_through(running, data)))
     return results
 
@@ -749,7 +747,7 @@ def threads_or_process(model_dir: Path, rounds: int) -> dict:
     results: dict = {"thread": [], "process": []}
     for _ in range(rounds):
         for label, module in (("thread", STAND_IN), ("process", DOCUMENTS_IN_A_PROCESS)):
-            with stand_in_service(model_dir, f"documents-{label}", module=module) as running:
+            with named_stand_in(model_dir, f"documents-{label}", module=module) as running:
                 results[label].append({"1 MB for 30 s": loaded(documents_and_probe(running, 50, 1.0, 30)),
                                        "50 kB answered": loaded(documents_and_probe(running, 50, 0.05, 300))})
     return results
@@ -959,7 +957,7 @@ def run_cases(model_dir: Path, cases: list[str], rounds: int, baseline: Path | N
             results["bombs"] = loaded(bombs(running))
     if "answered" in cases:
         within = tuple(case for case in BOMBS if re.search(r"\(within the (HTML )?node limit\)$", case))
-        with stand_in_service(model_dir, "answered") as running:
+        with named_stand_in(model_dir, "answered") as running:
             results["bombs_answered"] = loaded(bombs(running, hang_up_s=300, cases=within))
     if "uploads" in cases:
         with service(model_dir, "uploads") as running:
