@@ -2,7 +2,7 @@
 
     python -m bench.serving.checkouts /tmp/base [--rounds 2] [--concurrency 32] [--seconds 20]
                                       [--setting NAME=VALUE ...] [--base-setting NAME=VALUE ...] [--name NAME]
-                                      [--stand-in]
+                                      [--stand-in [batched]]
 
 Each round starts `python -m service` of each checkout in turn (service.launch.running_service, the same shipped
 model and default settings) and loads it with single test_2016_flickr sentences from wrk (bench.serving.loadgen):
@@ -11,7 +11,9 @@ sentences per second and latency, the median over rounds, and this checkout's th
 with this checkout as the other (`.`), the two sides are two settings of the same code. --stand-in serves each
 checkout with the stand-in models instead (`python -m bench.serving.frontend --serve-stand-in` of that checkout: the
 engine process echoes every sentence at once, so a request's time is what surrounds the model: the HTTP worker, the
-round trip to the engine process and its server, not its batcher).
+round trip to the engine process and its server, not its batcher); --stand-in batched serves stand-ins whose
+sentences go through the engine's batcher, ended at its first step (bench.serving.instant_model): the request's
+time is then everything but the model's work.
 Results: bench/results/NAME.{json,md} (serving-checkouts).
 """
 
@@ -29,19 +31,21 @@ from bench.common.defaults import MODEL_DIR, REPO, RESULTS
 from bench.common.machine import environment
 from bench.common.report import markdown_table, write_results
 from bench.common.sentences import multi30k_sentences
-from bench.serving.frontend import stand_in_service
+from bench.serving.frontend import STAND_IN, STAND_IN_BATCHED, stand_in_service
 from bench.serving.loadgen import run_load
 from service.launch import RunningService, running_service
 
 
 @contextmanager
-def serving(checkout: Path, log: Path, settings: dict[str, object], stand_in: bool) -> Iterator[RunningService]:
-    """A checkout's service on the shipped model, or (`stand_in`) on the stand-in models."""
+def serving(checkout: Path, log: Path, settings: dict[str, object], stand_in: str | None
+            ) -> Iterator[RunningService]:
+    """A checkout's service on the shipped model, or on the stand-in models (`stand_in`: "echo" or "batched")."""
     if not stand_in:
         with running_service(MODEL_DIR, log, checkout=checkout, **settings) as service:
             yield service
         return
-    with stand_in_service(log, settings, checkout) as service:
+    module = STAND_IN_BATCHED if stand_in == "batched" else STAND_IN
+    with stand_in_service(log, settings, checkout, module) as service:
         yield service
 
 
@@ -55,7 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--base-setting", action="append", default=[], help="a setting of the other's, name=value")
     p.add_argument("--name", default="serving-checkouts", help="the results' file name")
     p.add_argument("--out-dir", type=Path, default=RESULTS)
-    p.add_argument("--stand-in", action="store_true", help="serve the stand-in models, which echo at once")
+    p.add_argument("--stand-in", nargs="?", const="echo", choices=["echo", "batched"],
+                   help="serve the stand-in models, which echo at once (batched: through the batcher)")
     args = p.parse_args(argv)
     sentences = multi30k_sentences()
     checkouts = {"this": REPO, "base": args.base.resolve()}
@@ -77,7 +82,8 @@ def main(argv: list[str] | None = None) -> None:
     ratio = median["this"]["sentences_per_s"] / median["base"]["sentences_per_s"]
     rows = [[name, f"{m['sentences_per_s']:.1f}", f"{m['p50_ms']:.1f}", f"{m['p99_ms']:.1f}", m["errors"]]
             for name, m in median.items()]
-    models = "stand-in models (echoing), " if args.stand_in else ""
+    models = {None: "", "echo": "stand-in models (echoing), ",
+              "batched": "stand-in models (through the batcher, ended at once), "}[args.stand_in]
     markdown = (f"# Serving, this checkout against {args.base}\n\n`{command_line('bench.serving.checkouts', argv)}`"
                 f"\n\n{args.concurrency} clients, single sentences, {models}median of {args.rounds} rounds; settings "
                 f"other than the defaults: this {settings['this'] or 'none'}, base {settings['base'] or 'none'}:\n\n"

@@ -26,6 +26,7 @@ from bench.common.machine import environment
 from bench.common.report import markdown_table, write_results
 from bench.common.sentences import SENTENCES
 from bench.common.timing import rotation
+from bench.serving.instant_model import INSTANT_MODELS
 from bench.serving.loadgen import run_load
 from service.launch import RunningService, free_port, running_server, running_service, service_env
 from service.processes import setup_logging
@@ -35,14 +36,15 @@ from service.testing import ECHO_MODELS
 
 BY_WORKERS_CLIENTS = 128
 STAND_IN = ["bench.serving.frontend", "--serve-stand-in"]  # the service's processes with the stand-in models
+STAND_IN_BATCHED = [*STAND_IN, INSTANT_MODELS]  # with the stand-ins that go through the engine's batcher
 
 
-def serve_stand_in() -> None:
-    """`python -m bench.serving.frontend --serve-stand-in`: the service's processes with the stand-in models
-    (service.testing.ECHO_MODELS), settings from the TRANSLATOR_* variables."""
+def serve_stand_in(models: str) -> None:
+    """`python -m bench.serving.frontend --serve-stand-in [LOADER]`: the service's processes with stand-in models
+    (service.testing's ECHO_MODELS, or the loader named), settings from the TRANSLATOR_* variables."""
     settings = Settings()
     setup_logging(settings)
-    raise SystemExit(Supervisor(settings, models=ECHO_MODELS).run())
+    raise SystemExit(Supervisor(settings, models=models).run())
 
 
 @contextmanager
@@ -120,10 +122,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--threads", type=int, default=THREADS, help="the engine's ONNX Runtime threads")
     p.add_argument("--repeats", type=int, default=REPEATS, help="interleaved rounds of the two layouts")
-    p.add_argument("--serve-stand-in", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--serve-stand-in", nargs="?", const=ECHO_MODELS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.serve_stand_in:
-        serve_stand_in()
+        serve_stand_in(args.serve_stand_in)
     (RESULTS / "tmp").mkdir(parents=True, exist_ok=True)
     workers = by_workers(args.workers, args.seconds, args.threads)
     clients = by_clients(args.clients, args.seconds, args.threads, args.repeats)

@@ -1,6 +1,7 @@
 """What a lone client's request costs beyond its translation, ours against LibreTranslate's.
 
     python -m bench.serving.lone_path [--seconds 10] [--rounds 3] [--threads N] [--precision fp32|int8] [--beam 1]
+                                      [--stand-ins]
 
 A round: each server in turn (started as bench.serving.servers starts it, warmed up) serves one client for
 --seconds (bench.serving.loadgen: the test sentences in turn, one a request); then each server's engine alone in a
@@ -15,13 +16,21 @@ answer (translator_queue_wait_seconds and translator_inference_seconds) less the
 the worker's whole request (translator_request_latency_seconds, as its app sees it) less that is the HTTP worker's
 and the round trip's, and the rest of the client's time a request is the client's, the connection's and the HTTP
 server's around the app.
-Reported: medians over rounds, written to bench/results/lone-path.{json,md}.
+With --stand-ins each server runs a stand-in for its model, and a request's time is its path, with no engine alone
+to take from it: ours bench.serving.instant_model (each sentence through the batcher, ended at its first step:
+its hand-offs and one step of the search, which the engine alone would count, are in our path), LibreTranslate's
+bench/serving/ct2_stand_in (CTranslate2's Translator gives the source tokens back at once: Argos Translate's
+sentence splitting and its tokenizer's work are in its path). Neither engine's speed on this CPU then weighs in.
+Reported: medians over rounds, written to bench/results/lone-path.{json,md} (with --stand-ins,
+lone-path-stand-ins.{json,md}).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -36,9 +45,11 @@ from bench.common.report import markdown_table, median, write_results
 from bench.common.sentences import multi30k_sentences
 from bench.common.timing import rotation
 from bench.serving import argos
+from bench.serving.frontend import STAND_IN_BATCHED, stand_in_service
 from bench.serving.loadgen import run_load
-from bench.serving.servers import add_server_arguments, running
+from bench.serving.servers import add_server_arguments, running, running_libretranslate
 from core.search import SearchOptions
+from service.launch import RunningService
 from service.settings import Settings
 
 SERVERS = {"ours": "ort-{precision}-step", "libretranslate": "ct2-{compute_type}"}  # each server's engine alone
@@ -58,9 +69,24 @@ def metric_sums(url: str) -> dict[str, float]:
     return sums
 
 
+@contextmanager
+def running_stand_in(name: str, args: argparse.Namespace, log: Path) -> Iterator[RunningService]:
+    """A server as bench.serving.servers.running() starts it, with a stand-in for its model (--stand-ins)."""
+    if name == "ours":
+        settings = {"threads": args.threads, "precision": args.precision, "beam_size": args.beam}
+        with stand_in_service(log, settings, module=STAND_IN_BATCHED, model_dir=args.model_dir) as service:
+            yield service
+    else:
+        languages = f"{args.source},{args.target}"
+        with running_libretranslate(log, args.threads, COMPUTE_TYPES[args.precision], args.beam, languages,
+                                    stand_in=True) as service:
+            yield service
+
+
 def served(name: str, args: argparse.Namespace, sentences: list[str], round_: int) -> dict:
     """One client's run against one server: ms a request, and (ours) the service's own sums over it."""
-    with running(name, args, args.out / "tmp" / f"lone-path-{name}-{round_}.log") as service:
+    start = running_stand_in if args.stand_ins else running
+    with start(name, args, args.out / "tmp" / f"lone-path-{name}-{round_}.log") as service:
         run_load(service.url, sentences, 4, args.warmup, source=args.source, target=args.target)
         before = metric_sums(service.url) if name == "ours" else {}
         load = run_load(service.url, sentences, 1, args.seconds, source=args.source, target=args.target)
@@ -88,13 +114,15 @@ def measure(args: argparse.Namespace, sentences: list[str]) -> list[dict]:
     }  # fmt: skip
     names = {name: engine.format(precision=args.precision, compute_type=COMPUTE_TYPES[args.precision])
              for name, engine in SERVERS.items()}  # fmt: skip
-    engines = {name: EngineProcess(names[name], args.model_dir, args.threads, args.ct2_dir) for name in SERVERS}
+    engines = {} if args.stand_ins else {
+        name: EngineProcess(names[name], args.model_dir, args.threads, args.ct2_dir) for name in SERVERS}
     records = []
     try:
         for round_ in range(args.rounds):
             for name in rotation(list(SERVERS), round_):
                 record = served(name, args, sentences, round_)
-                record["engine_alone_ms"] = alone(engines[name], sentences[: record["requests"]], options[name])
+                record["engine_alone_ms"] = (0.0 if args.stand_ins else
+                                             alone(engines[name], sentences[: record["requests"]], options[name]))
                 record["path_ms"] = record["request_ms"] - record["engine_alone_ms"]
                 records.append(record)
                 print(f"round {round_} {name:14s}: {record['request_ms']:.2f} ms a request, its engine alone "
@@ -124,17 +152,22 @@ def markdown(result: dict) -> str:
     env, settings, s = result["environment"], result["settings"], result["summary"]
     ours, theirs = s["ours"], s["libretranslate"]
     search = "greedy" if settings["beam"] == 1 else f"beam {settings['beam']}"
-    rows = [[name, f"{r['request_ms']:.2f}", f"{r['engine_alone_ms']:.2f}", f"{r['path_ms']:.2f}"]
+    stand_ins = settings.get("stand_ins", False)
+    alone = (lambda r: "stand-in") if stand_ins else (lambda r: f"{r['engine_alone_ms']:.2f}")  # noqa: E731
+    rows = [[name, f"{r['request_ms']:.2f}", alone(r), f"{r['path_ms']:.2f}"]
             for name, r in (("ours", ours), ("libretranslate", theirs))]  # fmt: skip
+    models = ("Each server with a stand-in for its model (bench.serving.lone_path --stand-ins): a request's time is "
+              "its path. " if stand_ins else "")
     split = [
-        ["the engine alone (offline, one sentence at a time)", f"{ours['engine_alone_ms']:.2f}"],
-        ["the engine process beyond it: queue, batcher, metrics", f"{ours['batcher_ms']:.2f}"],
+        ["the engine alone (offline, one sentence at a time)", alone(ours)],
+        ["the engine process beyond it: queue, batcher, metrics" + (", one step of the search" if stand_ins else ""),
+         f"{ours['batcher_ms']:.2f}"],
         ["the HTTP worker's app beyond its engine's answer, the round trip to the engine",
          f"{ours['worker_and_round_trip_ms']:.2f}"],
         ["the client, the connection and the HTTP server around the app", f"{ours['client_and_http_ms']:.2f}"],
     ]
     return (
-        f"Machine: {env['cpu']}, {env['cores']} cores. {settings['threads']} inference threads, "
+        f"Machine: {env['cpu']}, {env['cores']} cores. {models}{settings['threads']} inference threads, "
         f"{settings['precision']}, {search}; one client, {settings['seconds']:g} s a round, {settings['rounds']} "
         "rounds (medians); one test sentence a request.\n\n"
         + markdown_table(["server", "ms a request", "its engine alone, ms a sentence", "the path, ms"], rows)
@@ -148,6 +181,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_server_arguments(p)  # its --beam the engines' alone too
     p.add_argument("--seconds", type=float, default=LOAD_SECONDS / 2, help="one client's time a server a round")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--stand-ins", action="store_true", help="stand-ins for both servers' models")
     p.add_argument("--out", type=Path, default=RESULTS, help="where lone-path.json and lone-path.md go")
     return p.parse_args(argv)
 
@@ -164,7 +198,8 @@ def main(argv: list[str] | None = None) -> None:
     result = {"environment": env, "settings": settings_of(args, "out"),
               "command": command_line("bench.serving.lone_path", argv), "summary": summarize(records),
               "runs": records}  # fmt: skip
-    print("\n".join(str(p) for p in write_results(args.out, "lone-path", result, markdown(result))))
+    name = "lone-path-stand-ins" if args.stand_ins else "lone-path"
+    print("\n".join(str(p) for p in write_results(args.out, name, result, markdown(result))))
 
 
 if __name__ == "__main__":

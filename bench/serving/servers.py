@@ -41,15 +41,22 @@ SERVERS = ["ours", "libretranslate"]
 PACKAGES = ["onnxruntime", "onnxruntime-gpu", "fastapi", "uvicorn", "httpx", "sentencepiece", "numpy"]
 
 
+CT2_STAND_IN = Path(__file__).parent / "ct2_stand_in"  # its sitecustomize replaces CTranslate2's Translator
+
+
 @contextmanager
 def running_libretranslate(
-    log: Path, threads: int, compute_type: str, beam_size: int, languages: str, timeout: float = 180
+    log: Path, threads: int, compute_type: str, beam_size: int, languages: str, timeout: float = 180,
+    stand_in: bool = False,
 ) -> Iterator[RunningService]:
-    """LibreTranslate on a free loopback port, with the Argos packages bench.serving.argos installed."""
+    """LibreTranslate on a free loopback port, with the Argos packages bench.serving.argos installed; `stand_in`:
+    its model replaced by one that echoes at once (CT2_STAND_IN)."""
     port = free_port()
     command = [str(argos.VENV / "bin" / "libretranslate"), "--host", "127.0.0.1", "--port", str(port)]
     command += ["--load-only", languages, "--disable-web-ui", "--disable-files-translation"]
     env = argos.environment(threads, compute_type, beam_size)
+    if stand_in:
+        env["PYTHONPATH"] = str(CT2_STAND_IN)
     with running_server(command, port, log, env, ready_path="/languages", ready_timeout=timeout) as server:
         yield server
 
