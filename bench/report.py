@@ -222,6 +222,14 @@ def checkouts(results: list[dict]) -> list[Figure]:
     each result (a precision); served (bench.serving.checkouts), its throughput at its clients."""
     figures = []
     for source, data in enumerate(results):
+        if data.get("paired"):  # served, one client alternating between the two
+            models = {"echo": "stand-in models", "batched": "stand-in models through the batcher"}
+            served = ", ".join(["served", *([models[data["stand_in"]]] if data["stand_in"] else []),
+                                "one client alternating between the two"])
+            this, base = data["median"]["this"], data["median"]["base"]
+            figures.append(Figure(f"{served}: p50 latency", f"{this['p50_ms']:.2f} ms",
+                                  f"{times(data['ratio'])} the base's ({base['p50_ms']:.2f} ms)", source))
+            continue
         if "precision" not in data:  # served
             clients = data["runs"]["this"][0]["concurrency"]
             served = f"served, {clients_text(clients)}"
