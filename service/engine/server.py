@@ -4,6 +4,12 @@
 The lifeline (a pipe whose only writer is the engine process) is held by service.engine.process: when this process
 ends, every worker reads EOF at once. A Ping is answered at once, here on the event loop (the batchers decode in
 their own threads): a worker that hears no Pong knows that this process is stopped or its loop wedged.
+
+The socket is read by the event loop itself (a reader on ZeroMQ's file descriptor), not through zmq.asyncio: a
+message is handled in the turn of the loop that sees it, and an answer leaves in the turn that has it. ZeroMQ's
+descriptor says only that something changed, and a send may take that news: so the socket's events are read until
+nothing waits, when the descriptor wakes the loop and after every send. A ROUTER socket never blocks a send (a
+message for a worker that is gone is dropped).
 """
 
 from __future__ import annotations
@@ -12,7 +18,6 @@ import asyncio
 import logging
 
 import zmq
-import zmq.asyncio
 
 from service.protocol import (
     KINDS,
@@ -41,27 +46,34 @@ class EngineServer:
 
     def __init__(self, engine: EngineClient, address: str):
         self.engine = engine
-        self.socket = zmq.asyncio.Context.instance().socket(zmq.ROUTER)
+        self.socket = zmq.Context.instance().socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 1000)
         self.socket.bind(address)
+        self.descriptor = self.socket.getsockopt(zmq.FD)  # readable when the socket's events may have changed
         self.loaded = asyncio.Event()  # set once the engine is READY: Hello is answered then
         self.tasks: dict[tuple[bytes, int], asyncio.Task] = {}
 
     async def serve(self) -> None:
-        """Answer the workers until cancelled."""
-        while True:
-            worker, payload = await self.socket.recv_multipart()
+        """Answer the workers until closed."""
+        loop = asyncio.get_running_loop()
+        loop.add_reader(self.descriptor, self._read)
+        self._read()  # what came before the reader
+        await loop.create_future()  # never done: the reader answers
+
+    def _read(self) -> None:
+        """Handle every message waiting on the socket."""
+        while self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            worker, payload = self.socket.recv_multipart(zmq.NOBLOCK)
             message = decode_request(payload)
             key = (worker, message.id)
             if isinstance(message, Ping):
-                await self.socket.send_multipart([worker, encode(Pong(message.id))])
-                continue
-            if isinstance(message, Cancel):
+                self.socket.send_multipart([worker, encode(Pong(message.id))])
+            elif isinstance(message, Cancel):
                 if (task := self.tasks.get(key)) is not None:
                     task.cancel()
-                continue
-            self.tasks[key] = task = asyncio.create_task(self._answer(worker, message))
-            task.add_done_callback(lambda _, key=key: self.tasks.pop(key, None))
+            else:
+                self.tasks[key] = task = asyncio.create_task(self._answer(worker, message))
+                task.add_done_callback(lambda _, key=key: self.tasks.pop(key, None))
 
     async def _answer(self, worker: bytes, message: Request) -> None:
         try:
@@ -73,7 +85,8 @@ class EngineServer:
         except Exception as error:
             log.exception("engine request failed")
             reply = Failed(message.id, ErrorKind.FAULT, f"{type(error).__name__}: {error}")
-        await self.socket.send_multipart([worker, encode(reply)])
+        self.socket.send_multipart([worker, encode(reply)])
+        self._read()  # the send may have taken the news of a message
 
     async def _reply(self, message: Hello | Translate) -> Reply:
         if isinstance(message, Hello):
@@ -83,4 +96,5 @@ class EngineServer:
                                                             message.bulk))
 
     def close(self) -> None:
+        asyncio.get_running_loop().remove_reader(self.descriptor)
         self.socket.close()

@@ -10,6 +10,10 @@ this worker turns STALLED (/ready and new requests get 503 at once), fails what 
 (503) and tells the engine to drop that work (Cancel, read when it runs again); at the next Pong it is READY again.
 A translation the engine does not answer within TRANSLATOR_ENGINE_TIMEOUT_S is dropped (Cancel) and answered
 EngineStalled.
+
+As in service.engine.server, the event loop reads the socket itself (a reader on ZeroMQ's file descriptor, the
+socket's events read until nothing waits, then and after every send), and a send never waits: the socket queues
+without a bound, and what a worker sends is bounded by the requests it waits on (a STALLED worker sends none).
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from collections.abc import Awaitable
 from multiprocessing.connection import Connection
 
 import zmq
-import zmq.asyncio
 
 from core.search import Hypothesis, SearchOptions
 from service.protocol import (
@@ -38,6 +41,7 @@ from service.protocol import (
     Ping,
     Pong,
     Ready,
+    Request,
     ShuttingDown,
     Translate,
     decode_reply,
@@ -59,18 +63,19 @@ class RemoteEngine:
         self.pairs: list[PairInfo] = []
         self.futures: dict[int, asyncio.Future] = {}
         self.ids = itertools.count()
-        self.socket: zmq.asyncio.Socket | None = None
-        self.receiver: asyncio.Task | None = None
+        self.socket: zmq.Socket | None = None
         self.heartbeat: asyncio.Task | None = None
         self.ponged = asyncio.Event()  # a Pong came since the last Ping
 
     async def prepare(self) -> None:
-        """Connect, and watch the lifeline."""
-        self.socket = zmq.asyncio.Context.instance().socket(zmq.DEALER)
+        """Connect, and read the socket and the lifeline."""
+        self.socket = zmq.Context.instance().socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.SNDHWM, 0)  # no bound: a send never waits
         self.socket.connect(self.address)
-        asyncio.get_running_loop().add_reader(self.lifeline.fileno(), self._engine_gone)
-        self.receiver = asyncio.create_task(self._receive())
+        loop = asyncio.get_running_loop()
+        loop.add_reader(self.socket.getsockopt(zmq.FD), self._read)
+        loop.add_reader(self.lifeline.fileno(), self._engine_gone)
 
     async def start(self) -> None:
         """Wait for the engine to be ready: every worker learns the pairs the moment the engine's answer arrives; then
@@ -107,37 +112,41 @@ class RemoteEngine:
         request_id = next(self.ids)
         self.futures[request_id] = future = asyncio.get_running_loop().create_future()
         try:
-            await self.socket.send(encode(message(request_id)))
+            self._send(message(request_id))
             async with asyncio.timeout(deadline):  # the answer wakes this task itself, unlike wait_for's
                 return await future
         except TimeoutError:
-            await self._cancel(request_id)
+            self._cancel(request_id)
             raise EngineStalled(f"no answer within {deadline:g} s") from None
         except asyncio.CancelledError:
-            await self._cancel(request_id)
+            self._cancel(request_id)
             raise
         finally:
             del self.futures[request_id]
 
-    async def _cancel(self, request_id: int) -> None:
+    def _cancel(self, request_id: int) -> None:
         """Tell the engine to drop a request's work (unless it is gone)."""
         if self.phase is not Phase.GONE:
-            await asyncio.shield(self.socket.send(encode(Cancel(request_id))))
+            self._send(Cancel(request_id))
+
+    def _send(self, message: Request) -> None:
+        self.socket.send(encode(message))
+        self._read()  # the send may have taken the news of a reply
 
     async def _heartbeat(self) -> None:
         """Ping the engine every HEARTBEAT_S, one ping at a time; STALLED when no Pong comes within silence_s, until
         one comes."""
         while True:
             self.ponged.clear()
-            await self.socket.send(encode(Ping(next(self.ids))))
+            self._send(Ping(next(self.ids)))
             try:
                 await asyncio.wait_for(self.ponged.wait(), self.silence_s)
             except TimeoutError:
-                await self._stalled()
+                self._stalled()
                 await self.ponged.wait()
             await asyncio.sleep(HEARTBEAT_S)
 
-    async def _stalled(self) -> None:
+    def _stalled(self) -> None:
         """The engine is silent: answer 503 to what waits for it, and tell it to drop that work."""
         if self.phase is not Phase.READY:
             return
@@ -147,7 +156,7 @@ class RemoteEngine:
         for request_id in waiting:
             self.futures[request_id].set_exception(EngineStalled("the engine stopped answering"))
         for request_id in waiting:
-            await self._cancel(request_id)
+            self._cancel(request_id)
 
     def _ponged(self) -> None:
         self.ponged.set()
@@ -155,9 +164,10 @@ class RemoteEngine:
             log.warning("the engine answers again: serving")
             self.phase = Phase.READY
 
-    async def _receive(self) -> None:
-        while True:
-            reply = decode_reply(await self.socket.recv())
+    def _read(self) -> None:
+        """Handle every reply waiting on the socket."""
+        while self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            reply = decode_reply(self.socket.recv(zmq.NOBLOCK))
             if isinstance(reply, Pong):
                 self._ponged()
                 continue
