@@ -149,18 +149,25 @@ def validated(model: type[Model], values: dict[str, Any]) -> Model:
 
 
 async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
-    """Await `work`; if the client hangs up first, cancel it (its sentences leave the queue and the running batch)
-    and raise ClientGone, whose answer nobody receives but the metrics count."""
-    task = asyncio.ensure_future(work)
-    watch = asyncio.ensure_future(hung_up(request))
+    """Await `work` in this task; if the client hangs up first, cancel it (its sentences leave the queue and the
+    running batch) and raise ClientGone, whose answer nobody receives but the metrics count."""
+    this, watch, working = asyncio.current_task(), asyncio.ensure_future(hung_up(request)), True
+
+    def hang_up(watched: asyncio.Future) -> None:
+        if working and not watched.cancelled():
+            this.cancel()
+
+    watch.add_done_callback(hang_up)
     try:
-        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+        return await work
+    except asyncio.CancelledError:
+        if watch.done() and not watch.cancelled():  # cancelled for its client, who hung up
+            this.uncancel()
+            raise ClientGone() from None
+        raise
     finally:
+        working = False
         watch.cancel()
-    if not task.done():
-        task.cancel()
-        raise ClientGone()
-    return task.result()
 
 
 async def hung_up(request: Request) -> None:
