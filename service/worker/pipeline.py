@@ -461,7 +461,10 @@ async def cpu_work(bulk: bool, work: Callable[[], T]) -> T:
 async def all_or_none(coroutines: Iterable[Coroutine[Any, Any, None]]) -> None:
     """Run the coroutines together; the first error is raised at once and cancels the others, so that the engine
     drops their sentences at its next step (service.worker.remote sends Cancel) rather than decoding work whose
-    answer nobody gets."""
+    answer nobody gets. A lone coroutine (a request of one pair) runs in this task."""
+    coroutines = list(coroutines)
+    if len(coroutines) == 1:
+        return await coroutines[0]
     tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
     try:
         await asyncio.gather(*tasks)
