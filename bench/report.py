@@ -805,12 +805,13 @@ QUESTIONS = [
         "A lone request's path: each event loop reads its socket, the work in the request's own task",
         "The engine's and the HTTP workers' event loops read their ZeroMQ sockets themselves rather than through "
         "zmq.asyncio, and a request's work runs in its own task while its client is watched, against the code "
-        "before (0679353): both checkouts served at once with the stand-in models whose sentences go through the "
+        "before (0679353); then a request of one pair submitting its sentences in its own task, against the code "
+        "before it (8da1ff7): both checkouts served at once with the stand-in models whose sentences go through the "
         "batcher, one client alternating between them a request at a time (bench.serving.checkouts --paired).",
-        "the code before", ("lone-paired-event-loops.json",), checkouts,
-        "Three rounds of 30 s. Every round's p50 was lower on this checkout, by 0.22 to 0.36 ms. The two services "
-        "share the machine's two cores with the client, so each request's time here is longer than with one "
-        "service and wrk's client.",
+        "the code before", ("lone-paired-event-loops.json", "lone-paired-one-pair.json"), checkouts,
+        "Three rounds of 30 s each. Every round's p50 was lower on this checkout: by 0.22 to 0.36 ms in the first "
+        "comparison, by 0.01 to 0.05 ms in the second. The two services share the machine's two cores with the "
+        "client, so each request's time here is longer than with one service and wrk's client.",
     ),
     Question(
         "A lone request's engine work: guards once, the encoder's threads spinning",
