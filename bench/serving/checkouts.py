@@ -43,7 +43,9 @@ from service.launch import RunningService, running_service
 @contextmanager
 def serving(checkout: Path, log: Path, settings: dict[str, object], stand_in: str | None
             ) -> Iterator[RunningService]:
-    """A checkout's service on the shipped model, or on the stand-in models (`stand_in`: "echo" or "batched")."""
+    """A checkout's service on the shipped model, or on the stand-in models (`stand_in`: "echo" or "batched"); its
+    data folder beside its log, its own (--paired runs two services at once)."""
+    settings = {"data_dir": log.parent / f"{log.stem}-data", **settings}
     if not stand_in:
         with running_service(MODEL_DIR, log, checkout=checkout, **settings) as service:
             yield service
