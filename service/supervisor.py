@@ -1,15 +1,16 @@
 """The processes of `python -m service`: one engine process that owns the models, and HTTP workers in front of it.
 
     supervisor (this process)   binds the port, starts the others, replaces a worker that dies, and stops them all
-    ├── engine                  service/engine/: the models on ONNX Runtime, their batchers, the ZeroMQ server
+    ├── engine                  service/engine/: the models on ONNX Runtime, their batchers, the workers' link
     └── worker x N              service/worker/: uvicorn + the FastAPI app with a RemoteEngine: parse, check, split,
                                 tokenize, answer
 
-The workers share the listening socket (the kernel hands each connection to one of them) and the engine's ipc://
-socket; metrics go through prometheus_client's multiprocess files. If the engine dies, the workers answer 503 and
-the supervisor exits 1, so that docker or Kubernetes restarts the service; it never hangs. It exits 1 too when the
-workers keep dying (more than 10 replaced within a minute). On SIGTERM or SIGINT every process drains (accepted
-work finishes up to TRANSLATOR_DRAIN_SECONDS, what is left gets 503) and the supervisor exits 0.
+The workers share the listening socket (the kernel hands each connection to one of them), and each connects to the
+engine's Unix socket (service.channel), which this process binds too; metrics go through prometheus_client's
+multiprocess files. If the engine dies, the workers answer 503 and the supervisor exits 1, so that docker or
+Kubernetes restarts the service; it never hangs. It exits 1 too when the workers keep dying (more than 10 replaced
+within a minute). On SIGTERM or SIGINT every process drains (accepted work finishes up to TRANSLATOR_DRAIN_SECONDS,
+what is left gets 503) and the supervisor exits 0.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from multiprocessing.process import BaseProcess
 from prometheus_client import multiprocess
 
 from service import processes
+from service.channel import engine_listener
 from service.metrics import MULTIPROCESS_DIR
 from service.processes import DRAIN_MARGIN_SECONDS, SPAWN
 from service.settings import Settings
@@ -55,8 +57,9 @@ class Supervisor:
         self.settings = settings
         self.models = models
         self.listener = listening_socket(settings.host, settings.port)  # first: a failed bind leaves nothing behind
-        self.folder = tempfile.mkdtemp(prefix="translator-")  # the ipc socket, metrics files
-        self.address = f"ipc://{self.folder}/engine"
+        self.folder = tempfile.mkdtemp(prefix="translator-")  # the engine's socket, metrics files
+        self.engine_path = os.path.join(self.folder, "engine")
+        self.engine_listener = engine_listener(self.engine_path)
         self.lifeline, self.lifeline_writer = SPAWN.Pipe(duplex=False)
         self.engine: BaseProcess | None = None
         self.workers: list[BaseProcess] = []
@@ -71,7 +74,7 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
         try:
-            self.engine = processes.start(processes.ENGINE, "engine", self.settings, self.address,
+            self.engine = processes.start(processes.ENGINE, "engine", self.settings, self.engine_listener,
                                           self.lifeline_writer, os.getpid(), self.models)
             self.lifeline_writer.close()  # the engine holds the only writer now
             self.workers = [self._worker(i) for i in range(self.settings.http_workers)]
@@ -84,7 +87,7 @@ class Supervisor:
 
     def _worker(self, index: int) -> BaseProcess:
         return processes.start(processes.WORKER, f"worker-{index}", self.settings, self.listener,
-                               self.address, self.lifeline, os.getpid())
+                               self.engine_path, self.lifeline, os.getpid())
 
     def _watch(self) -> int:
         while not self.stopping:
@@ -123,6 +126,7 @@ class Supervisor:
         """Signal every process still running, wait for it up to the drain deadline plus a margin, then kill it. The
         port closes first (the workers close their copies on the signal), so newcomers are refused, not queued."""
         self.listener.close()
+        self.engine_listener.close()  # the engine has its own copy
         processes = [p for p in (*self.workers, self.engine) if p is not None and p.is_alive()]
         for process in processes:
             os.kill(process.pid, signal.SIGTERM)

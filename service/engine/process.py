@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 from multiprocessing.connection import Connection
 
 from core.model_cache import PullError
@@ -27,15 +28,17 @@ def model_loader(name: str | None) -> ModelLoader:
     return entry_point(name) if name else load_model
 
 
-def run(settings: Settings, address: str, lifeline: Connection, parent: int, loader: str | None = None) -> None:
+def run(settings: Settings, listener: socket.socket, lifeline: Connection, parent: int, loader: str | None = None
+        ) -> None:
+    """Serve the workers that connect to `listener` (service.channel)."""
     end_with_parent(parent)
     setup_logging(settings)
-    asyncio.run(serve(settings, address, model_loader(loader)))
+    asyncio.run(serve(settings, listener, model_loader(loader)))
 
 
-async def serve(settings: Settings, address: str, loader: ModelLoader) -> None:
+async def serve(settings: Settings, listener: socket.socket, loader: ModelLoader) -> None:
     engine = Engine(settings, Metrics(), loader)
-    server = EngineServer(engine, address)
+    server = EngineServer(engine, listener)
     serving = asyncio.create_task(server.serve())
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()

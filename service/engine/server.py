@@ -1,24 +1,19 @@
-"""The engine served to the HTTP workers over ZeroMQ: one ROUTER socket here, a DEALER in each worker
-(service.worker.remote), over ipc:// in the service's private folder. The messages are service.protocol's.
+"""The engine served to the HTTP workers: one connection a worker (service.channel), on the listening socket that the
+supervisor bound in the service's private folder. The messages are service.protocol's.
 
 The lifeline (a pipe whose only writer is the engine process) is held by service.engine.process: when this process
 ends, every worker reads EOF at once. A Ping is answered at once, here on the event loop (the batchers decode in
-their own threads): a worker that hears no Pong knows that this process is stopped or its loop wedged.
-
-The socket is read by the event loop itself (a reader on ZeroMQ's file descriptor), not through zmq.asyncio: a
-message is handled in the turn of the loop that sees it, and an answer leaves in the turn that has it. ZeroMQ's
-descriptor says only that something changed, and a send may take that news: so the socket's events are read until
-nothing waits, when the descriptor wakes the loop and after every send. A ROUTER socket never blocks a send (a
-message for a worker that is gone is dropped).
+their own threads): a worker that hears no Pong knows that this process is stopped or its loop wedged. A worker's
+connection that ends takes its work with it: what it asked for leaves the engine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 
-import zmq
-
+from service.channel import Channel
 from service.protocol import (
     KINDS,
     Cancel,
@@ -42,40 +37,40 @@ log = logging.getLogger(__name__)
 
 
 class EngineServer:
-    """Answers the workers connected to `address` from `engine` (service.engine.Engine, or any EngineClient)."""
+    """Answers the workers that connect to `listener` from `engine` (service.engine.Engine, or any EngineClient)."""
 
-    def __init__(self, engine: EngineClient, address: str):
+    def __init__(self, engine: EngineClient, listener: socket.socket):
         self.engine = engine
-        self.socket = zmq.Context.instance().socket(zmq.ROUTER)
-        self.socket.setsockopt(zmq.LINGER, 1000)
-        self.socket.bind(address)
-        self.descriptor = self.socket.getsockopt(zmq.FD)  # readable when the socket's events may have changed
+        self.listener = listener
+        self.server: asyncio.Server | None = None
         self.loaded = asyncio.Event()  # set once the engine is READY: Hello is answered then
-        self.tasks: dict[tuple[bytes, int], asyncio.Task] = {}
+        self.tasks: dict[tuple[Channel, int], asyncio.Task] = {}
 
     async def serve(self) -> None:
         """Answer the workers until closed."""
         loop = asyncio.get_running_loop()
-        loop.add_reader(self.descriptor, self._read)
-        self._read()  # what came before the reader
-        await loop.create_future()  # never done: the reader answers
+        self.server = await loop.create_unix_server(lambda: Channel(self._received, self._lost), sock=self.listener)
+        await self.server.serve_forever()
 
-    def _read(self) -> None:
-        """Handle every message waiting on the socket."""
-        while self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-            worker, payload = self.socket.recv_multipart(zmq.NOBLOCK)
-            message = decode_request(payload)
-            key = (worker, message.id)
-            if isinstance(message, Ping):
-                self.socket.send_multipart([worker, encode(Pong(message.id))])
-            elif isinstance(message, Cancel):
-                if (task := self.tasks.get(key)) is not None:
-                    task.cancel()
-            else:
-                self.tasks[key] = task = asyncio.create_task(self._answer(worker, message))
-                task.add_done_callback(lambda _, key=key: self.tasks.pop(key, None))
+    def _received(self, worker: Channel, payload: bytes) -> None:
+        message = decode_request(payload)
+        key = (worker, message.id)
+        if isinstance(message, Ping):
+            worker.send(encode(Pong(message.id)))
+        elif isinstance(message, Cancel):
+            if (task := self.tasks.get(key)) is not None:
+                task.cancel()
+        else:
+            self.tasks[key] = task = asyncio.create_task(self._answer(worker, message))
+            task.add_done_callback(lambda _, key=key: self.tasks.pop(key, None))
 
-    async def _answer(self, worker: bytes, message: Request) -> None:
+    def _lost(self, worker: Channel) -> None:
+        """A worker's connection ended: nobody waits for its work."""
+        for (channel, _), task in list(self.tasks.items()):
+            if channel is worker:
+                task.cancel()
+
+    async def _answer(self, worker: Channel, message: Request) -> None:
         try:
             reply = await self._reply(message)
         except asyncio.CancelledError:  # its worker no longer waits
@@ -85,8 +80,7 @@ class EngineServer:
         except Exception as error:
             log.exception("engine request failed")
             reply = Failed(message.id, ErrorKind.FAULT, f"{type(error).__name__}: {error}")
-        self.socket.send_multipart([worker, encode(reply)])
-        self._read()  # the send may have taken the news of a message
+        worker.send(encode(reply))
 
     async def _reply(self, message: Hello | Translate) -> Reply:
         if isinstance(message, Hello):
@@ -96,5 +90,7 @@ class EngineServer:
                                                             message.bulk))
 
     def close(self) -> None:
-        asyncio.get_running_loop().remove_reader(self.descriptor)
-        self.socket.close()
+        if self.server is not None:
+            self.server.close()
+        else:
+            self.listener.close()

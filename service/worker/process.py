@@ -14,9 +14,9 @@ from service.worker.server import DrainingServer
 
 
 def run(
-    settings: Settings, listener: socket.socket, address: str, lifeline: Connection, parent: int
+    settings: Settings, listener: socket.socket, engine_path: str, lifeline: Connection, parent: int
 ) -> None:
     end_with_parent(parent)
     setup_logging(settings)
-    app = create_app(settings, RemoteEngine(address, lifeline, settings), main_pid=parent)
+    app = create_app(settings, RemoteEngine(engine_path, lifeline, settings), main_pid=parent)
     DrainingServer.for_app(app, settings).run(sockets=[listener])

@@ -1,8 +1,9 @@
-"""The engine process, as an EngineClient of this HTTP worker: a DEALER socket to the engine's ROUTER
-(service.engine.server) over ipc://, speaking service.protocol's messages.
+"""The engine process, as an EngineClient of this HTTP worker: a connection to the engine's socket
+(service.channel, service.engine.server), speaking service.protocol's messages.
 
-The lifeline: a pipe whose only writer is the engine process. When the engine dies, this worker reads EOF at once,
-fails what it waited for with EngineGone (503) and turns GONE; the supervisor then stops the service.
+The lifeline: a pipe whose only writer is the engine process. When the engine dies, this worker reads EOF at once
+(and its connection ends), fails what it waited for with EngineGone (503) and turns GONE; the supervisor then stops
+the service.
 
 The heartbeat: once the engine is READY, this worker pings it every HEARTBEAT_S, one ping at a time. An engine that
 is alive but stopped (SIGSTOP) or whose event loop is wedged answers no Pong: after TRANSLATOR_ENGINE_STALL_S
@@ -10,10 +11,6 @@ this worker turns STALLED (/ready and new requests get 503 at once), fails what 
 (503) and tells the engine to drop that work (Cancel, read when it runs again); at the next Pong it is READY again.
 A translation the engine does not answer within TRANSLATOR_ENGINE_TIMEOUT_S is dropped (Cancel) and answered
 EngineStalled.
-
-As in service.engine.server, the event loop reads the socket itself (a reader on ZeroMQ's file descriptor, the
-socket's events read until nothing waits, then and after every send), and a send never waits: the socket queues
-without a bound, and what a worker sends is bounded by the requests it waits on (a STALLED worker sends none).
 """
 
 from __future__ import annotations
@@ -24,9 +21,8 @@ import logging
 from collections.abc import Awaitable
 from multiprocessing.connection import Connection
 
-import zmq
-
 from core.search import Hypothesis, SearchOptions
+from service.channel import Channel
 from service.protocol import (
     ERRORS,
     Cancel,
@@ -55,26 +51,22 @@ REFUSALS: dict[Phase, type[EngineError]] = {Phase.GONE: EngineGone, Phase.STALLE
 
 
 class RemoteEngine:
-    def __init__(self, address: str, lifeline: Connection, settings: Settings):
-        self.address = address
+    def __init__(self, path: str, lifeline: Connection, settings: Settings):
+        self.path = path
         self.lifeline = lifeline
         self.silence_s, self.answer_s = settings.engine_stall_s, settings.engine_timeout_s
         self.phase = Phase.LOADING
         self.pairs: list[PairInfo] = []
         self.futures: dict[int, asyncio.Future] = {}
         self.ids = itertools.count()
-        self.socket: zmq.Socket | None = None
+        self.channel: Channel | None = None
         self.heartbeat: asyncio.Task | None = None
         self.ponged = asyncio.Event()  # a Pong came since the last Ping
 
     async def prepare(self) -> None:
-        """Connect, and read the socket and the lifeline."""
-        self.socket = zmq.Context.instance().socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.SNDHWM, 0)  # no bound: a send never waits
-        self.socket.connect(self.address)
+        """Connect, and read the connection and the lifeline."""
         loop = asyncio.get_running_loop()
-        loop.add_reader(self.socket.getsockopt(zmq.FD), self._read)
+        _, self.channel = await loop.create_unix_connection(lambda: Channel(self._received, self._lost), self.path)
         loop.add_reader(self.lifeline.fileno(), self._engine_gone)
 
     async def start(self) -> None:
@@ -130,8 +122,7 @@ class RemoteEngine:
             self._send(Cancel(request_id))
 
     def _send(self, message: Request) -> None:
-        self.socket.send(encode(message))
-        self._read()  # the send may have taken the news of a reply
+        self.channel.send(encode(message))
 
     async def _heartbeat(self) -> None:
         """Ping the engine every HEARTBEAT_S, one ping at a time; STALLED when no Pong comes within silence_s, until
@@ -164,23 +155,27 @@ class RemoteEngine:
             log.warning("the engine answers again: serving")
             self.phase = Phase.READY
 
-    def _read(self) -> None:
-        """Handle every reply waiting on the socket."""
-        while self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-            reply = decode_reply(self.socket.recv(zmq.NOBLOCK))
-            if isinstance(reply, Pong):
-                self._ponged()
-                continue
-            future = self.futures.get(reply.id)
-            if future is None or future.done():
-                continue
-            if isinstance(reply, Failed):
-                future.set_exception(ERRORS[reply.error](reply.message))
-            else:
-                future.set_result(reply)
+    def _received(self, channel: Channel, payload: bytes) -> None:
+        reply = decode_reply(payload)
+        if isinstance(reply, Pong):
+            self._ponged()
+            return
+        future = self.futures.get(reply.id)
+        if future is None or future.done():
+            return
+        if isinstance(reply, Failed):
+            future.set_exception(ERRORS[reply.error](reply.message))
+        else:
+            future.set_result(reply)
+
+    def _lost(self, channel: Channel) -> None:
+        """The connection ended: the engine process has ended (the lifeline says so too), unless this worker
+        closed it."""
+        if self.phase is not Phase.GONE:
+            self._engine_gone()
 
     def _engine_gone(self) -> None:
-        """The lifeline read EOF: the engine process has ended."""
+        """The lifeline read EOF, or the connection ended: the engine process has ended."""
         asyncio.get_running_loop().remove_reader(self.lifeline.fileno())
         if self.heartbeat is not None:
             self.heartbeat.cancel()
