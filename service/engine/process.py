@@ -12,6 +12,8 @@ import signal
 import socket
 from multiprocessing.connection import Connection
 
+import uvloop
+
 from core.model_cache import PullError
 from service.engine.engine import Engine, ModelLoader, load_model
 from service.engine.server import EngineServer
@@ -33,7 +35,8 @@ def run(settings: Settings, listener: socket.socket, lifeline: Connection, paren
     """Serve the workers that connect to `listener` (service.channel)."""
     end_with_parent(parent)
     setup_logging(settings)
-    asyncio.run(serve(settings, listener, model_loader(loader)))
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:  # the HTTP workers' loop too (uvicorn's)
+        runner.run(serve(settings, listener, model_loader(loader)))
 
 
 async def serve(settings: Settings, listener: socket.socket, loader: ModelLoader) -> None:
