@@ -13,6 +13,7 @@ from pathlib import Path
 
 from core.folder import FolderConfig
 from core.search import Hypothesis, SearchOptions
+from service.engine.batcher import Submission
 from service.metrics import Metrics
 from service.protocol import PairInfo
 from service.settings import Settings
@@ -27,12 +28,24 @@ class EchoRunner:
     def start(self) -> None:
         """Nothing to start."""
 
+    def send(self, request: Submission, sentences: list[list[int]], opts: SearchOptions, bulk: bool = False
+             ) -> None:
+        request.settle(echoed(sentences, opts))
+
+    def withdraw(self, request: Submission) -> None:
+        """Nothing waits: every request is answered as it is sent."""
+
     async def submit(self, sentences: list[list[int]], opts: SearchOptions, bulk: bool = False
                      ) -> list[list[Hypothesis]]:
-        return [[Hypothesis(ids[:-1], 0.0)] * opts.n_best for ids in sentences]
+        return echoed(sentences, opts)
 
     async def stop(self, deadline: float | None = None) -> None:
         """Nothing runs."""
+
+
+def echoed(sentences: list[list[int]], opts: SearchOptions) -> list[list[Hypothesis]]:
+    """Each sentence's source ids (less its </s>) as its translation."""
+    return [[Hypothesis(ids[:-1], 0.0)] * opts.n_best for ids in sentences]
 
 
 def echo_model(folder: Path, settings: Settings, metrics: Metrics) -> tuple[list[PairInfo], EchoRunner]:

@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     (RESULTS / "tmp").mkdir(parents=True, exist_ok=True)
     workers = by_workers(args.workers, args.seconds, args.threads)
     clients = by_clients(args.clients, args.seconds, args.threads, args.repeats)
-    data = {"environment": environment(["onnxruntime-gpu", "fastapi", "uvicorn", "pyzmq"]),
+    data = {"environment": environment(["onnxruntime-gpu", "fastapi", "uvicorn", "uvloop"]),
             "by_workers": workers, "by_clients": clients}
     markdown = report(workers, clients)
     print(markdown)

@@ -53,7 +53,7 @@ from service.launch import RunningService
 from service.settings import Settings
 
 SERVERS = {"ours": "ort-{precision}-step", "libretranslate": "ct2-{compute_type}"}  # each server's engine alone
-PACKAGES = ["onnxruntime", "onnxruntime-gpu", "ctranslate2", "fastapi", "uvicorn", "pyzmq", "numpy"]
+PACKAGES = ["onnxruntime", "onnxruntime-gpu", "ctranslate2", "fastapi", "uvicorn", "uvloop", "numpy"]
 # the service's own time of what it measures, summed over the requests so far: /metrics' *_sum lines
 ENGINE_SUMS = ("translator_queue_wait_seconds_sum", "translator_inference_seconds_sum")
 REQUEST_SUM = "translator_request_latency_seconds_sum"

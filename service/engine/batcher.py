@@ -1,23 +1,25 @@
 """Iteration-level batching: sentences from all concurrent requests share every decoder step.
 
-A request submits its sentences and awaits their results; the admission policy (service.engine.admission) refuses
-it at once (QueueFull, 503) when the work waiting could not start in time. A thread of its own (the batcher's loop)
-keeps one running batch (core.search.RunningBatch) over the model's decoder and, before every step, answers 503 to
-the requests whose sentences cannot join within max_queue_wait_s and lets waiting sentences join the batch as the
-policy says (requests take turns, within the batch's bounds). A sentence leaves the batch at the step it ends and its
-request hears at once; its place is free for the next waiting sentence. Greedy and beam sentences of any beam size
-share the batch, so a short greedy request sent while long beam requests run is done after its own few steps, not
-after theirs. The loop also measures the rate at which the batch gets through work while work waits
+A request sends its sentences with whoever takes their answer (a Submission: the engine's server answers its
+worker from the batcher's thread, so that an answer wakes no other thread), or submits them and awaits their results
+on an event loop (submit()); the admission policy (service.engine.admission) refuses it at once (QueueFull, 503)
+when the work waiting could not start in time. A thread of its own (the batcher's loop) keeps one running batch
+(core.search.RunningBatch) over the model's decoder and, before every step, answers 503 to the requests whose
+sentences cannot join within max_queue_wait_s and lets waiting sentences join the batch as the policy says (requests
+take turns, within the batch's bounds). A sentence leaves the batch at the step it ends; its request hears at once
+when its last sentence ends, and its place is free for the next waiting sentence. Greedy and beam sentences of any
+beam size share the batch, so a short greedy request sent while long beam requests run is done after its own few
+steps, not after theirs. The loop also measures the rate at which the batch gets through work while work waits
 (admission.Throughput): the policy's estimate of when waiting work can start.
 
 When the batch is empty, the first sentence waits up to max_wait_ms for company (the default is 0). The event loop
 only queues and awaits, so it keeps answering /health and /metrics while the loop decodes.
 
-Nothing accepted is dropped silently, and nothing abandoned costs work: a request whose client hung up (its task is
-cancelled) has its sentences leave the queue, or the running batch before the next step; so does a request one of
-whose sentences was answered 503. Stopping finishes what was accepted up to a deadline (the drain's, in place of
-max_queue_wait_s), then answers what is left with ShuttingDown. Once idle, the memory that a heavy batch took is
-given back (service.engine.memory).
+Nothing accepted is dropped silently, and nothing abandoned costs work: a request whose client hung up (its
+submission is cancelled) has its sentences leave the queue, or the running batch before the next step; so does a
+request one of whose sentences was answered 503. Stopping finishes what was accepted up to a deadline (the drain's,
+in place of max_queue_wait_s), then answers what is left with ShuttingDown. Once idle, the memory that a heavy batch
+took is given back (service.engine.memory).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -59,11 +62,56 @@ class DecodingModel(Protocol):
     def release_memory(self) -> None: ...
 
 
+Answer = list[list[Hypothesis]] | Exception  # a request's hypotheses, a list a sentence; or why it has none
+
+
+class Submission:
+    """A request's sentences in the batcher: answered once, `answer(hypotheses or error)` in whichever thread settles
+    it (the batcher's, or the one that stops it); never once cancelled (nobody waits for it)."""
+
+    def __init__(self, count: int, answer: Callable[[Answer], None]):
+        self.hypotheses: list[list[Hypothesis]] = [[] for _ in range(count)]
+        self.left = count  # sentences not ended yet (only the batcher's thread ends them)
+        self.answer = answer
+        self.lock = threading.Lock()
+        self.done = False  # answered or cancelled
+
+    def ended(self, turn: int, hypotheses: list[Hypothesis]) -> None:
+        """A sentence ended: the request is answered with its last."""
+        self.hypotheses[turn] = hypotheses
+        self.left -= 1
+        if not self.left:
+            self.settle(self.hypotheses)
+
+    def settle(self, answer: Answer) -> None:
+        """Answer the request, unless it was answered or cancelled already."""
+        with self.lock:
+            if self.done:
+                return
+            self.done = True
+        self.answer(answer)
+
+    def cancel(self) -> None:
+        """Nobody waits: no answer; its sentences leave the queue and the running batch."""
+        with self.lock:
+            self.done = True
+
+
+def settle_future(future: asyncio.Future, answer: Answer) -> None:
+    """An answer into an event loop's future (on its thread), unless it was cancelled meanwhile."""
+    if future.done():
+        return
+    if isinstance(answer, Exception):
+        future.set_exception(answer)
+    else:
+        future.set_result(answer)
+
+
 @dataclass(eq=False)  # a job is itself, not its contents
 class Job:
     ids: list[int]
     opts: SearchOptions
-    future: asyncio.Future
+    request: Submission
     turn: int = 0  # its place in its request: the request's first sentence has turn 0
     enqueued: float = field(default_factory=time.perf_counter)
     work: int = 0  # decoder row-steps it may take: beam size x its longest translation
@@ -73,8 +121,8 @@ class Job:
 
     @property
     def abandoned(self) -> bool:
-        """Answered already: its client hung up, or the server answered it ShuttingDown."""
-        return self.future.done()
+        """Its request is answered already (a sentence of it failed or was answered 503), or cancelled."""
+        return self.request.done
 
 
 class Batcher:
@@ -92,11 +140,9 @@ class Batcher:
         self.running: list[Job] = []  # in the running batch (only the loop's thread changes it)
         self.changed = threading.Condition()
         self.closing = False
-        self.loop: asyncio.AbstractEventLoop | None = None
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self.loop = asyncio.get_running_loop()
         self.thread = threading.Thread(target=self._run, name=f"batcher-{self.name}", daemon=True)
         self.thread.start()
 
@@ -111,19 +157,20 @@ class Batcher:
         await asyncio.to_thread(self.thread.join, deadline)
         if self.thread.is_alive():
             with self.changed:
-                left = [job for job in self.pending + self.running if not job.abandoned]
-            log.warning("shutdown deadline of %.0f s passed: %d sentences answered 503", deadline, len(left))
-            for job in left:
-                job.future.set_exception(ShuttingDown())
+                left = {job.request for job in self.pending + self.running if not job.abandoned}
+            log.warning("shutdown deadline of %.0f s passed: %d requests answered 503", deadline, len(left))
+            for request in left:
+                request.settle(ShuttingDown())
             with self.changed:
                 self.changed.notify()
             await asyncio.to_thread(self.thread.join)  # the loop drops the answered sentences at its next step
 
-    async def submit(self, sentences: list[list[int]], opts: SearchOptions, bulk: bool = False
-                     ) -> list[list[Hypothesis]]:
-        """Queue the sentences of one request (bulk: a document's); returns their hypotheses in the same order."""
-        loop, now, cfg = asyncio.get_running_loop(), time.perf_counter(), self.model.model_config
-        jobs = [Job(ids, opts, loop.create_future(), turn, now, opts.beam_size * opts.longest(len(ids), cfg), bulk=bulk)
+    def send(self, request: Submission, sentences: list[list[int]], opts: SearchOptions, bulk: bool = False
+             ) -> None:
+        """Queue the sentences of one request (bulk: a document's), answered through `request`; from any thread.
+        Raises QueueFull or ShuttingDown when they are refused."""
+        now, cfg = time.perf_counter(), self.model.model_config
+        jobs = [Job(ids, opts, request, turn, now, opts.beam_size * opts.longest(len(ids), cfg), bulk=bulk)
                 for turn, ids in enumerate(sentences)]
         with self.changed:
             if self.closing:
@@ -133,14 +180,25 @@ class Batcher:
             self.pending.extend(jobs)
             self.queue_depth.set(len(self.pending))
             self.changed.notify()
+
+    def withdraw(self, request: Submission) -> None:
+        """Cancel a request: its sentences leave the queue now, and the running batch before the next step."""
+        request.cancel()
+        with self.changed:
+            self.pending = [j for j in self.pending if not j.abandoned]
+            self.queue_depth.set(len(self.pending))
+
+    async def submit(self, sentences: list[list[int]], opts: SearchOptions, bulk: bool = False
+                     ) -> list[list[Hypothesis]]:
+        """send() on an event loop: returns the sentences' hypotheses in the same order; cancelling withdraws them."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        request = Submission(len(sentences), lambda answer: loop.call_soon_threadsafe(settle_future, future, answer))
+        self.send(request, sentences, opts, bulk)
         try:
-            return await asyncio.gather(*(job.future for job in jobs))
+            return await future
         except (asyncio.CancelledError, Exception):  # the client is gone, or a sentence was answered 503 or failed:
-            for job in jobs:  # nobody waits for the others any more
-                job.future.cancel()
-            with self.changed:
-                self.pending = [j for j in self.pending if not j.abandoned]
-                self.queue_depth.set(len(self.pending))
+            self.withdraw(request)  # nobody waits for the others
             raise
 
     # --- the loop, in its own thread -------------------------------------------------------------------------
@@ -274,14 +332,8 @@ class Batcher:
         self._answer(job, hyps)
 
     def _answer(self, job: Job, result: list[Hypothesis] | Exception) -> None:
-        """Settle a job's future on the event loop's thread (unless it was answered meanwhile)."""
-
-        def settle() -> None:
-            if job.future.done():
-                return
-            if isinstance(result, Exception):
-                job.future.set_exception(result)
-            else:
-                job.future.set_result(result)
-
-        self.loop.call_soon_threadsafe(settle)
+        """A sentence's hypotheses, or its request's error (the whole request is answered with it)."""
+        if isinstance(result, Exception):
+            job.request.settle(result)
+        elif not job.abandoned:
+            job.request.ended(job.turn, result)

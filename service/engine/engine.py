@@ -23,7 +23,7 @@ from typing import Protocol
 
 from core.search import Hypothesis, SearchOptions
 from service.engine.admission import Admission
-from service.engine.batcher import Batcher
+from service.engine.batcher import Answer, Batcher, Submission
 from service.engine.config import BatchLimits, EngineConfig, ModelOptions
 from service.engine.memory import resident_bytes
 from service.engine.runner import ModelRunner
@@ -40,6 +40,11 @@ class Runner(Protocol):
     """What translates a model folder's sentences: its batcher, or a stand-in."""
 
     def start(self) -> None: ...
+
+    def send(self, request: Submission, sentences: list[list[int]], opts: SearchOptions, bulk: bool = False
+             ) -> None: ...
+
+    def withdraw(self, request: Submission) -> None: ...
 
     async def submit(self, sentences: list[list[int]], opts: SearchOptions, bulk: bool = False
                      ) -> list[list[Hypothesis]]: ...
@@ -132,9 +137,33 @@ class Engine:
                 hyps = await self.routes[pair].submit(sentences, opts, bulk)
         except TimeoutError:  # the submission was cancelled: its sentences left the queue and the batch
             raise EngineStalled(f"no answer within {self.settings.engine_timeout_s:g} s") from None
+        self._count(pair, sentences, hyps)
+        return hyps
+
+    def send(self, pair: str, sentences: list[list[int]], opts: SearchOptions, bulk: bool,
+             answer: Callable[[Answer], None]) -> Submission:
+        """translate() for a caller that takes the answer in whichever thread it comes (the batcher's): `answer`
+        gets the hypotheses or the error, once, unless the returned submission is withdrawn first (withdraw()). No
+        deadline here: the caller holds its own (an HTTP worker sends Cancel). Raises what the admission refuses."""
+        if self.phase is not Phase.READY:
+            raise ShuttingDown()
+
+        def counted(result: Answer) -> None:
+            if not isinstance(result, Exception):
+                self._count(pair, sentences, result)
+            answer(result)
+
+        request = Submission(len(sentences), counted)
+        self.routes[pair].send(request, sentences, opts, bulk)
+        return request
+
+    def withdraw(self, pair: str, request: Submission) -> None:
+        """Nobody waits for a sent request: no answer, and its sentences leave the engine."""
+        self.routes[pair].withdraw(request)
+
+    def _count(self, pair: str, sentences: list[list[int]], hyps: list[list[Hypothesis]]) -> None:
         self.metrics.input_tokens.labels(pair).inc(sum(len(ids) for ids in sentences))
         self.metrics.output_tokens.labels(pair).inc(sum(len(h[0].tokens) + 1 for h in hyps if h))  # with </s>
-        return hyps
 
     def stop(self, deadline: float | None = None) -> Awaitable[None]:
         """DRAINING from this call on; the awaitable stops every runner: accepted work finishes up to `deadline`

@@ -1,10 +1,13 @@
 """The engine served to the HTTP workers: one connection a worker (service.channel), on the listening socket that the
 supervisor bound in the service's private folder. The messages are service.protocol's.
 
+A Translate goes to the engine as it is read, and its answer leaves from the thread that settles it (the batcher's,
+as its last sentence ends): no other thread wakes on the way. The worker holds it to a deadline (it sends Cancel);
+a Cancel, or the worker's connection ending, withdraws the work.
+
 The lifeline (a pipe whose only writer is the engine process) is held by service.engine.process: when this process
 ends, every worker reads EOF at once. A Ping is answered at once, here on the event loop (the batchers decode in
-their own threads): a worker that hears no Pong knows that this process is stopped or its loop wedged. A worker's
-connection that ends takes its work with it: what it asked for leaves the engine.
+their own threads): a worker that hears no Pong knows that this process is stopped or its loop wedged.
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ import asyncio
 import logging
 import socket
 
-from service.channel import Channel
+from service.channel import Channel, accept
+from service.engine.batcher import Answer, Submission
+from service.engine.engine import Engine
 from service.protocol import (
     KINDS,
     Cancel,
     Done,
-    EngineClient,
     EngineError,
     ErrorKind,
     Failed,
@@ -26,8 +30,6 @@ from service.protocol import (
     Ping,
     Pong,
     Ready,
-    Reply,
-    Request,
     Translate,
     decode_request,
     encode,
@@ -36,61 +38,74 @@ from service.protocol import (
 log = logging.getLogger(__name__)
 
 
-class EngineServer:
-    """Answers the workers that connect to `listener` from `engine` (service.engine.Engine, or any EngineClient)."""
+def failed(request_id: int, error: Exception) -> Failed:
+    """An error as a reply: an EngineError's kind, any other a fault."""
+    if isinstance(error, EngineError):
+        return Failed(request_id, KINDS.get(type(error), ErrorKind.FAULT), str(error))
+    return Failed(request_id, ErrorKind.FAULT, f"{type(error).__name__}: {error}")
 
-    def __init__(self, engine: EngineClient, listener: socket.socket):
+
+class EngineServer:
+    """Answers the workers that connect to `listener` from `engine`."""
+
+    def __init__(self, engine: Engine, listener: socket.socket):
         self.engine = engine
         self.listener = listener
-        self.server: asyncio.Server | None = None
         self.loaded = asyncio.Event()  # set once the engine is READY: Hello is answered then
-        self.tasks: dict[tuple[Channel, int], asyncio.Task] = {}
+        # what each worker waits for, to withdraw; an answer pops its own in the batcher's thread (one dict operation)
+        self.sent: dict[tuple[Channel, int], tuple[str, Submission]] = {}
 
     async def serve(self) -> None:
         """Answer the workers until closed."""
-        loop = asyncio.get_running_loop()
-        self.server = await loop.create_unix_server(lambda: Channel(self._received, self._lost), sock=self.listener)
-        await self.server.serve_forever()
+        accept(self.listener, self._received, self._lost)
+        await asyncio.get_running_loop().create_future()  # never done: the channels answer
 
     def _received(self, worker: Channel, payload: bytes) -> None:
         message = decode_request(payload)
-        key = (worker, message.id)
-        if isinstance(message, Ping):
-            worker.send(encode(Pong(message.id)))
+        if isinstance(message, Translate):
+            self._translate(worker, message)
         elif isinstance(message, Cancel):
-            if (task := self.tasks.get(key)) is not None:
-                task.cancel()
-        else:
-            self.tasks[key] = task = asyncio.create_task(self._answer(worker, message))
-            task.add_done_callback(lambda _, key=key: self.tasks.pop(key, None))
+            self._withdraw((worker, message.id))
+        elif isinstance(message, Ping):
+            worker.send(encode(Pong(message.id)))
+        elif isinstance(message, Hello):
+            asyncio.create_task(self._hello(worker, message))
+
+    def _translate(self, worker: Channel, message: Translate) -> None:
+        key = (worker, message.id)
+
+        def answer(result: Answer) -> None:  # in the thread that settles it
+            self.sent.pop(key, None)
+            if isinstance(result, Exception) and not isinstance(result, EngineError):
+                log.error("engine request failed", exc_info=result)
+            worker.send(encode(failed(message.id, result) if isinstance(result, Exception) else
+                               Done(message.id, result)))
+
+        try:
+            request = self.engine.send(message.pair, message.sentences, message.opts, message.bulk, answer)
+        except Exception as error:  # refused (QueueFull, ShuttingDown), or a fault
+            if not isinstance(error, EngineError):
+                log.exception("engine request failed")
+            worker.send(encode(failed(message.id, error)))
+            return
+        self.sent[key] = (message.pair, request)
+        if request.done:  # answered already, maybe before it was kept: its answer found nothing to pop
+            self.sent.pop(key, None)
+
+    def _withdraw(self, key: tuple[Channel, int]) -> None:
+        if (sent := self.sent.pop(key, None)) is not None:
+            pair, request = sent
+            self.engine.withdraw(pair, request)
 
     def _lost(self, worker: Channel) -> None:
         """A worker's connection ended: nobody waits for its work."""
-        for (channel, _), task in list(self.tasks.items()):
-            if channel is worker:
-                task.cancel()
+        for key in [key for key in list(self.sent) if key[0] is worker]:
+            self._withdraw(key)
 
-    async def _answer(self, worker: Channel, message: Request) -> None:
-        try:
-            reply = await self._reply(message)
-        except asyncio.CancelledError:  # its worker no longer waits
-            return
-        except EngineError as error:
-            reply = Failed(message.id, KINDS.get(type(error), ErrorKind.FAULT), str(error))
-        except Exception as error:
-            log.exception("engine request failed")
-            reply = Failed(message.id, ErrorKind.FAULT, f"{type(error).__name__}: {error}")
-        worker.send(encode(reply))
-
-    async def _reply(self, message: Hello | Translate) -> Reply:
-        if isinstance(message, Hello):
-            await self.loaded.wait()
-            return Ready(message.id, self.engine.pairs)
-        return Done(message.id, await self.engine.translate(message.pair, message.sentences, message.opts,
-                                                            message.bulk))
+    async def _hello(self, worker: Channel, message: Hello) -> None:
+        await self.loaded.wait()
+        worker.send(encode(Ready(message.id, self.engine.pairs)))
 
     def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-        else:
-            self.listener.close()
+        asyncio.get_running_loop().remove_reader(self.listener.fileno())
+        self.listener.close()

@@ -22,7 +22,7 @@ from collections.abc import Awaitable
 from multiprocessing.connection import Connection
 
 from core.search import Hypothesis, SearchOptions
-from service.channel import Channel
+from service.channel import Channel, connect
 from service.protocol import (
     ERRORS,
     Cancel,
@@ -65,9 +65,8 @@ class RemoteEngine:
 
     async def prepare(self) -> None:
         """Connect, and read the connection and the lifeline."""
-        loop = asyncio.get_running_loop()
-        _, self.channel = await loop.create_unix_connection(lambda: Channel(self._received, self._lost), self.path)
-        loop.add_reader(self.lifeline.fileno(), self._engine_gone)
+        self.channel = await connect(self.path, self._received, self._lost)
+        asyncio.get_running_loop().add_reader(self.lifeline.fileno(), self._engine_gone)
 
     async def start(self) -> None:
         """Wait for the engine to be ready: every worker learns the pairs the moment the engine's answer arrives; then
