@@ -78,7 +78,7 @@ def paired(args: argparse.Namespace, checkouts: dict[str, Path], settings: dict[
                                                       args.stand_in)).url for name, checkout in checkouts.items()}
             for name, latency in paired_latency(urls, sentences, args.seconds).items():
                 runs[name].append(latency)
-        print(round_, {name: r[-1]["p50_ms"] for name, r in runs.items()}, flush=True)
+        print(round_, {name: (r[-1]["p50_ms"], r[-1]["mean_ms"]) for name, r in runs.items()}, flush=True)
     return runs
 
 
@@ -108,14 +108,15 @@ def main(argv: list[str] | None = None) -> None:
             f"this {settings['this'] or 'none'}, base {settings['base'] or 'none'}:\n\n")
     data = {"environment": environment([]), "settings": settings, "runs": runs, "stand_in": args.stand_in}
     if args.paired:
-        median = {name: {"p50_ms": statistics.median(r["p50_ms"] for r in reports),
-                         "p99_ms": statistics.median(r["p99_ms"] for r in reports),
-                         "requests": sum(r["requests"] for r in reports)} for name, reports in runs.items()}
+        median = {name: {key: statistics.median(r[key] for r in reports) for key in ("p50_ms", "p99_ms", "mean_ms")}
+                  | {"requests": sum(r["requests"] for r in reports)} for name, reports in runs.items()}
         ratio = median["this"]["p50_ms"] / median["base"]["p50_ms"]
-        rows = [[name, f"{m['p50_ms']:.3f}", f"{m['p99_ms']:.3f}", m["requests"]] for name, m in median.items()]
+        rows = [[name, f"{m['p50_ms']:.3f}", f"{m['p99_ms']:.3f}", f"{m['mean_ms']:.3f}", m["requests"]]
+                for name, m in median.items()]
+        mean_ratio = median["this"]["mean_ms"] / median["base"]["mean_ms"]
         markdown = (head.format(clients="One client alternating between the two, a request at a time")
-                    + markdown_table(["checkout", "p50 ms", "p99 ms", "requests"], rows)
-                    + f"\nThis checkout's p50 latency: {ratio:.3f}x the base's.\n")
+                    + markdown_table(["checkout", "p50 ms", "p99 ms", "mean ms", "requests"], rows)
+                    + f"\nThis checkout's p50 latency: {ratio:.3f}x the base's; its mean: {mean_ratio:.3f}x.\n")
         data |= {"paired": True, "median": median, "ratio": ratio}
     else:
         median = {name: {"sentences_per_s": statistics.median(r["sentences_per_s"] for r in reports),
