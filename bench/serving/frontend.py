@@ -4,7 +4,7 @@
 
 by workers: requests/s at each HTTP worker count, 128 clients of one-sentence requests, with stand-in models
     (service.testing.ECHO_MODELS: the engine process answers every sentence at once with its own source ids, so the
-    figure is the HTTP layer's work alone: parse, check, split, tokenize, the engine round trip over ZeroMQ,
+    figure is the HTTP layer's work alone: parse, check, split, tokenize, the engine round trip (service.channel),
     detokenize, JSON) and with the real ones (the shipped model).
 by clients: the shipped model, one sentence a request, at each client count: sentences/s and latency p50/p99, with
     the HTTP workers (default count) and with --http-workers 0 (one process does everything, the layout before
