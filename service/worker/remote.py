@@ -168,8 +168,8 @@ class RemoteEngine:
             future.set_result(reply)
 
     def _lost(self, channel: Channel) -> None:
-        """The connection ended: the engine process has ended (the lifeline says so too), unless this worker
-        closed it."""
+        """The connection ended: the engine process has ended (the lifeline says so too; whichever is heard first
+        turns this worker GONE)."""
         if self.phase is not Phase.GONE:
             self._engine_gone()
 
