@@ -7,13 +7,16 @@ as LibreTranslate's `ltmanage keys`.
     python -m service.keys remove KEY_ID_OR_NAME                                           revokes it: 403
 
 A key is shown once, when made: the store keeps its SHA-256 alone. Keys are required once TRANSLATOR_API_KEYS
-names any or TRANSLATOR_REQUIRE_API_KEYS is set.
+names any or TRANSLATOR_REQUIRE_API_KEYS is set. The command tries to reach the store for --wait seconds (default
+15) before it gives up: a store starting beside it, or a name its network does not resolve yet, is waited for.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 
 from service.settings import Settings
@@ -39,6 +42,8 @@ def limit(value: str) -> int:
 def parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m service.keys", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--wait", type=float, default=15, metavar="SECONDS",
+                   help="how long to try to reach the store before giving up (default: 15)")
     commands = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     add = commands.add_parser("add", help="make a key and print it")
     add.add_argument("name", help="who or what the key is for")
@@ -102,11 +107,26 @@ def run(args: argparse.Namespace, store: Store) -> int:
         return 0
 
 
+def reach(store: Store, seconds: float) -> None:
+    """Connect and migrate, trying again every half second for `seconds`; StoreUnavailable after that."""
+    deadline = time.monotonic() + seconds
+    for attempt in itertools.count():
+        try:
+            return store.ready()
+        except StoreUnavailable as error:
+            if time.monotonic() >= deadline:
+                raise
+            if attempt == 0:
+                print(f"waiting for the store ({error})", file=sys.stderr)
+            time.sleep(0.5)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     settings = Settings()
     store = Store.of(settings)
     try:
+        reach(store, args.wait)
         status = run(args, store)
     except StoreUnavailable as error:
         raise SystemExit(f"the store is unavailable: {error}") from None

@@ -24,11 +24,14 @@ from service.launch import RunningService
 STORE_DOWN = "The store of keys, limits and files is unavailable"
 
 
+def keys_env(**settings: object) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("TRANSLATOR_")},
+            **{f"TRANSLATOR_{k.upper()}": str(v) for k, v in settings.items()}}
+
+
 def keys_command(*args: str, **settings: object) -> subprocess.CompletedProcess:
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TRANSLATOR_")},
-           **{f"TRANSLATOR_{k.upper()}": str(v) for k, v in settings.items()}}
-    return subprocess.run([sys.executable, "-m", "service.keys", *args], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=60)
+    return subprocess.run([sys.executable, "-m", "service.keys", *args], capture_output=True, text=True,
+                          env=keys_env(**settings), cwd=REPO, timeout=60)
 
 
 def new_key(name: str, *limits: str, **settings: object) -> str:
@@ -173,6 +176,12 @@ def test_an_unreachable_store_leaves_what_needs_none_served(tmp_path: Path):
         assert httpx.get(keyed.url + "/ready").status_code == 200
 
 
+def test_the_keys_command_says_at_once_that_the_store_is_unreachable_when_told_not_to_wait():
+    done = keys_command("--wait", "0", "list", store_url="postgresql+psycopg://postgres@127.0.0.1:1/nothing")
+    assert done.returncode == 1
+    assert done.stderr.startswith("the store is unavailable: ") and "waiting" not in done.stderr, done.stderr
+
+
 def test_translated_files_survive_a_restart(tmp_path: Path):
     with running_stand_in(tmp_path, "before") as server:
         url = translate_file(server.url)
@@ -258,3 +267,21 @@ def test_a_postgresql_restart_under_load_fails_cleanly_and_recovers(replicas, po
                                "WHERE k.name = 'restart' AND c.kind IN ('day', 'chars') ORDER BY c.kind DESC",
                                database="replicas").split()
     assert (int(day), int(chars)) == (served, 2 * served)
+
+
+def test_the_keys_command_waits_for_a_store_that_starts_after_it(postgres: Postgres):
+    """As `docker compose exec translator python -m service.keys add` may run while PostgreSQL is starting."""
+    url = postgres.database("late")
+    postgres.stop()
+    try:
+        command = subprocess.Popen([sys.executable, "-m", "service.keys", "--wait", "60", "add", "late"], cwd=REPO,
+                                   env=keys_env(store_url=url), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+        time.sleep(3)
+        assert command.poll() is None
+    finally:
+        postgres.start()
+    out, err = command.communicate(timeout=60)
+    assert command.returncode == 0, err
+    assert err.startswith("waiting for the store (") and err.count("waiting") == 1, err
+    assert postgres.psql("SELECT name FROM api_keys", database="late").split() == ["late"] and out.strip()
