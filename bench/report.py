@@ -650,6 +650,15 @@ QUESTIONS = [
         headline=(1, 4, 7, 10),
     ),
     Question(
+        "Ours against CTranslate2 at batch 16, one thread, after the engine's link changed",
+        "The grid's batch-16 cells again (greedy and beam 4, fp32 and int8, one thread each), on the whole test set, "
+        "after the changes to the engine's link to the HTTP workers (which leave the offline engine as it was).",
+        "CTranslate2 (the goal: ≥ 1.3× at batch 16)", ("engines-b16.json",), engines,
+        "Measured with nothing else running. The grid's run at 474a06a read 256 sentences a cell: its batch-16 "
+        "ratios were 1.33×, 1.21×, 1.22× and 1.26× in the order of this table's.",
+        headline=(1, 2),
+    ),
+    Question(
         "A 600M-parameter model against CTranslate2",
         "NLLB-200-distilled-600M's shape with random weights: our conversion and export against CTranslate2's own "
         "conversion of the same model, batch 1 and 16, greedy and beam 4, two threads.",
@@ -813,13 +822,15 @@ QUESTIONS = [
         "thread as a request's last sentence ends, against the code before them (6f94dfc): both checkouts served at "
         "once with the stand-in models whose sentences go through the batcher, one client alternating between them "
         "a request at a time (bench.serving.checkouts --paired); then the same with the shipped model.",
-        "the code before", ("lone-paired-link.json", "lone-paired-link-shipped.json"), checkouts,
+        "the code before", ("lone-paired-link.json", "lone-paired-link-shipped.json", "link-c8.json"), checkouts,
         "Three rounds of 30 s each; every round's p50 was lower on this checkout, by 0.40 to 0.68 ms. With the "
         "shipped model (three rounds of 20 s, at c9eeadb, written to a scratch folder and copied in), every round's "
         "p50 was lower by 0.26 to 0.47 ms. Measured "
         "step by step the same way (3 rounds of 20 s, each against the step before): the Unix socket 0.956×, "
         "uvloop 0.975×, the answer from the batcher's thread 0.953×. The two services share the machine's two cores "
-        "with the client.",
+        "with the client. Under 8 clients on the AMD EPYC machine (the shipped model, 4 interleaved rounds of 20 s, "
+        "at d1acfe8, whose uncommitted changes were to bench/report.py and result files; written to a scratch folder "
+        "and copied in), this checkout's rounds over the base's beside them: 0.97×, 1.02×, 1.02×, 1.03×.",
     ),
     Question(
         "A lone request's path: each event loop reads its socket, the work in the request's own task",
