@@ -7,8 +7,8 @@ as LibreTranslate's `ltmanage keys`.
     python -m service.keys remove KEY_ID_OR_NAME                                           revokes it: 403
 
 A key is shown once, when made: the store keeps its SHA-256 alone. Keys are required once TRANSLATOR_API_KEYS
-names any or TRANSLATOR_REQUIRE_API_KEYS is set. The command tries to reach the store for --wait seconds (default
-15) before it gives up: a store starting beside it, or a name its network does not resolve yet, is waited for.
+names any or TRANSLATOR_REQUIRE_API_KEYS is set. The command tries to reach the store for --wait seconds before it
+gives up: a store starting beside it, or a name its network does not resolve yet, is waited for.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m service.keys", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--wait", type=float, default=15, metavar="SECONDS",
-                   help="how long to try to reach the store before giving up (default: 15)")
+                   help="how long to try to reach the store before giving up (default: %(default)g)")
     commands = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     add = commands.add_parser("add", help="make a key and print it")
     add.add_argument("name", help="who or what the key is for")
