@@ -900,10 +900,10 @@ QUESTIONS = [
         "the goals: ≥ 250 sentences/s greedy at batch 1, ≥ 20,000 at the best batch, ≥ 2,200 beam 4 at batch 64, "
         "≥ 99 % identical to the CPU",
         ("gpu-check-1.json", "gpu-check-2.json"), gpu_check,
-        "The two runs differ by up to a third on the same machine (the step is bound by the host: see the next "
-        "section), so a goal met in one run only is not counted as met. The last GPU run before, at ae755be "
-        "(2026-11-27, two machines), measured ort-cuda-fp32-graphs at 120 sentences/s greedy at batch 1 and 1,852 "
-        "beam 4 at batch 64 on its first machine, and at most 17,577 at its best batch (4,000) on its second.",
+        "The two runs differ by up to 1.6× on the same machine (the step is bound by the host: see the next "
+        "section), so a goal met in one run only is not counted as met. The last GPU runs before, at 5e54187 "
+        "(2026-11-30, two runs on an H200), measured ort-cuda-fp32-graphs at 188 and 165 sentences/s greedy at "
+        "batch 1, 21,966 and 18,002 at the best batch (4,000), and 2,322 and 1,628 beam 4 at batch 64.",
         headline=(8, 9, 10, 24, 25, 26),
     ),
     Question(
@@ -919,7 +919,7 @@ QUESTIONS = [
         "sums greedy at batch 256 and beam 4 at batch 64.",
         "the bound of 64 rows", ("gpu-probe-max-rows-2.json",), max_rows,
         "Measured at ae755be by a session script, not rerun since; the buckets as they are now passed the GPU check "
-        "at 5e54187 (The GPU: one H200).",
+        "at b3fd4c5 (The GPU: one H200).",
     ),
     Question(
         "Language detection",
