@@ -11,9 +11,11 @@ The decoder holds the caches of the batch's rows (a greedy sentence has one row,
 next to each other), laid out as it likes: the search knows no cache layout. It offers three calls:
     add(src, src_mask, repeat)    encode sentences src (M, S) and append repeat[i] rows for sentence i, which read
                                   their first token at position 0
-    step(tokens, width)           feed one token per row, each at its row's next position; get the `width` most
+    step(tokens, width, log_probs)
+                                  feed one token per row, each at its row's next position; get the `width` most
                                   likely next tokens of each row, best first, and their log-probabilities: two
-                                  (rows, width) arrays
+                                  (rows, width) arrays. With log_probs False the caller reads the tokens alone (a
+                                  greedy step), and the decoder may leave the log-probabilities uncomputed
     apply(plan)                   go on with the rows a StepPlan names, after a step at which a beam's row took
                                   another's place or sentences ended, or after sentences were removed
 Beam search needs no more of a step than each row's 2 * beam_size best tokens: a row adds one score to all its
@@ -51,7 +53,7 @@ class StepPlan:
 class Decoder(Protocol):
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None: ...
 
-    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]: ...
+    def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]: ...
 
     def apply(self, plan: StepPlan) -> None: ...
 
@@ -192,7 +194,8 @@ class RunningBatch:
         """Decode one token for every row; returns the sentences that ended at this step, which leave the batch."""
         widest = self.widest
         width = 2 * widest if widest > 1 else 1
-        top_tokens, top_logp = self.decoder.step(self.tokens, width + (guards.EXTRA if self.guarded else 0))
+        top_tokens, top_logp = self.decoder.step(self.tokens, width + (guards.EXTRA if self.guarded else 0),
+                                                 log_probs=widest > 1 or self.guarded)
         if self.guarded:  # the candidates re-scored from each row's history, the best `width` kept
             if self.guard_options is None:
                 self.guard_options = guards.per_row([s.opts for s in self.sentences], self.beam_sizes)

@@ -43,7 +43,7 @@ class CachedDecoder:
             self.self_kv = [(torch.cat([k0, k1]), torch.cat([v0, v1])) for (k0, v0), (k1, v1) in zip(self.self_kv, new)]
         self.positions = torch.cat([self.positions, torch.zeros_like(rows)])
 
-    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         slots = cache_slots(int(self.positions.max()) + 1, self.model.cfg.max_len)
         if slots > self.self_kv[0][0].size(2):
             self.self_kv = [(_pad_slots(k, slots), _pad_slots(v, slots)) for k, v in self.self_kv]
@@ -98,7 +98,7 @@ class UncachedDecoder(CachedDecoder):
         super().add(src, src_mask, repeat)
         self.prefix = F.pad(self.prefix, [0, 0, 0, len(self.positions) - len(self.prefix)])
 
-    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         rows = torch.arange(len(tokens), device=self.device)
         self.prefix = F.pad(self.prefix, [0, max(0, int(self.positions.max()) + 1 - self.prefix.size(1))])
         self.prefix[rows, self.positions] = self._tensor(tokens)

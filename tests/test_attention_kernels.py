@@ -256,6 +256,23 @@ def test_the_top_k_orders_ties_and_banned_tokens_as_onnx_does(library, width):
     np.testing.assert_allclose(ours[0], theirs[0], atol=1e-5)
 
 
+
+@pytest.mark.parametrize("width", [1, 8])
+def test_a_negative_width_gives_the_same_best_tokens_with_their_logits(library, width):
+    """What a greedy step asks for (-width): the tokens TopK(LogSoftmax) gives, with the logits themselves in
+    place of log-probabilities, whose log-sum-exp the kernel then leaves out."""
+    logits = np.random.default_rng(width).standard_normal((7, 50)).astype(np.float32).round(1)
+    logits[:, 3] = -np.inf
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(str(library))
+    theirs = ort.InferenceSession(top_k_graph(False), options, providers=["CPUExecutionProvider"])
+    ours = ort.InferenceSession(top_k_graph(True), options, providers=["CPUExecutionProvider"])
+    top_logp, top_tokens = theirs.run(None, {"logits": logits, "width": np.array([width])})
+    top_logits, tokens = ours.run(None, {"logits": logits, "width": np.array([-width])})
+    np.testing.assert_array_equal(tokens, top_tokens)
+    np.testing.assert_array_equal(top_logits, np.take_along_axis(logits, tokens, axis=1))
+    assert not np.allclose(top_logits, top_logp)
+
 def moves(rng: np.random.Generator, n: int) -> list[np.ndarray]:
     """Row selections of every kind a search makes of n rows: beam reorders (rows repeated, cycles of rows that
     change places), sentences leaving (fewer rows, those after a hole moved into it), and both at once."""

@@ -49,7 +49,7 @@ class NumpyCaches:
             self.self_kv = [np.concatenate([value, new_self]) for value in self.self_kv]
         self.positions = np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)])
 
-    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         s = self.sessions
         feeds = {GraphIO.TOKENS: tokens.astype(np.int64), GraphIO.POSITIONS: self.positions,
                  GraphIO.WIDTH: np.array([min(width, s.model_config.vocab_size)], dtype=np.int64),

@@ -33,7 +33,7 @@ class LoopingDecoder:
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
         self.t = np.concatenate([self.t, np.zeros(repeat.sum(), dtype=np.int64)])
 
-    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         logits = np.full((len(tokens), VOCAB), -4.0)
         logits[:, EOS] = -6.0
         logits[np.arange(len(tokens)), (4 + self.t) % VOCAB] = -3.0

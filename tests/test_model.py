@@ -180,7 +180,7 @@ class TableDecoder:
         self.sentence = np.concatenate([self.sentence, np.repeat(src[:, 0] - 4, repeat)])
         self.t = np.concatenate([self.t, np.zeros(repeat.sum(), dtype=np.int64)])
 
-    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         logp, best = best_next_tokens(torch.as_tensor(self.table[self.sentence, self.t, tokens]), width)
         self.t += 1
         return best.numpy(), logp.numpy()
@@ -235,6 +235,31 @@ def test_beam_search_of_width_one_is_greedy_search():
     assert len({len(tokens) for tokens in greedy}) >= 4  # sentences end at varied lengths, some at the limit
     assert [h[0].tokens for h in table_beam(table, k=1)] == greedy
 
+
+
+class LogProbsRecordingDecoder(TableDecoder):
+    """TableDecoder that records each step's log_probs, and gives NaN in place of log-probabilities not asked for."""
+
+    def __init__(self, table: np.ndarray):
+        super().__init__(table)
+        self.asked: list[bool] = []
+
+    def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        self.asked.append(log_probs)
+        best, logp = super().step(tokens, width)
+        return best, logp if log_probs else np.full_like(logp, np.nan)
+
+
+@pytest.mark.parametrize(("k", "guard", "asked"), [(1, {}, False), (1, {"no_repeat_ngram_size": 2}, True),
+                                                   (3, {}, True)])
+def test_only_a_step_that_reads_log_probabilities_asks_for_them(k, guard, asked):
+    """Greedy search reads the best token alone; beams and the repetition guards read the log-probabilities."""
+    table = random_table(6, seed=3)
+    decoder = LogProbsRecordingDecoder(table)
+    opts = SearchOptions(beam_size=k, max_length=MAX_LENGTH, **guard)
+    translations = [h[0].tokens for h in search(decoder, table_sources(table), opts, CFG)]
+    assert set(decoder.asked) == {asked}
+    assert translations == [h[0].tokens for h in search(TableDecoder(table), table_sources(table), opts, CFG)]
 
 def test_beam_search_scores_are_right_and_beat_greedy():
     table = random_table(20, seed=1)

@@ -410,7 +410,7 @@ class EchoDecoder:
             self.sources += [ids[mask].tolist()] * k
             self.positions += [0] * k
 
-    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         time.sleep(self.pace)
         self.steps.append(list(self.sources))
         said = [s[p] if p < len(s) else EOS_ID for s, p in zip(self.sources, self.positions)]

@@ -47,9 +47,9 @@ def step_rows(translator: Translator, texts: list[str], opts: SearchOptions, bat
     rows: list[int] = []
     step = EagerDecoder.step
 
-    def counted(decoder: EagerDecoder, tokens: np.ndarray, width: int):
+    def counted(decoder: EagerDecoder, tokens: np.ndarray, width: int, log_probs: bool = True):
         rows.append(len(tokens))
-        return step(decoder, tokens, width)
+        return step(decoder, tokens, width, log_probs)
 
     EagerDecoder.step = counted
     try:

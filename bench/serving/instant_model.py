@@ -37,7 +37,7 @@ class InstantDecoder:
     def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
         """Nothing to keep."""
 
-    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         others = [t for t in range(width + 1) if t != self.eos_id][: width - 1]
         top = np.array([[self.eos_id, *others]] * len(tokens))
         return top, np.array([[0.0] + [-20.0 - j for j in range(width - 1)]] * len(tokens))

@@ -174,7 +174,11 @@ class EagerDecoder:
         """The host arrays the layout's step reads besides the tokens, positions, width and source mask."""
         return {}
 
-    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    def _width(self, width: int, log_probs: bool) -> int:
+        """The step's width input: the exported step's TopK computes the log-probabilities whatever it is asked."""
+        return width
+
+    def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         t = self.model
         if self.needed > self.slots:
             slots = grown_slots(self.needed, self.slots, len(tokens), t.model_config.max_len)
@@ -184,7 +188,7 @@ class EagerDecoder:
             self._replace(tokens=np.empty(len(tokens), dtype=np.int64),
                           top_tokens=np.empty((len(tokens), width), dtype=np.int64),
                           top_logp=np.empty((len(tokens), width), dtype=np.float32))
-            self.width[0] = width
+        self.width[0] = self._width(width, log_probs)
         self.tokens[:] = tokens
         t.decoder.run_with_iobinding(self._binding(), t.run_options)
         self.positions += 1
@@ -432,6 +436,10 @@ class SlotTableDecoder(EagerDecoder):
 
     def _layout_reads(self) -> dict[str, np.ndarray]:
         return {SLOT_ROWS: self.slot_rows if self.shared_slots else NO_TABLE, CROSS_FROM: self.cross_from}
+
+    def _width(self, width: int, log_probs: bool) -> int:
+        """Negative where no log-probability is read: our top-k kernel then skips the vocabulary's log-sum-exp."""
+        return width if log_probs else -width
 
     def apply(self, plan: StepPlan) -> None:
         rows, places = plan.parents.astype(np.int64), plan.places

@@ -391,7 +391,7 @@ class BucketedDecoder:
         self._fit(cross_kv, order, shape.source, bucket.cross_sets[self.cross_set])
         self.encode_seconds += time.perf_counter() - started
 
-    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         bucket = self._move(self._shape())
         bucket.write(tokens, self.positions, self.src_mask, self.places)
         step = bucket.step(self.self_set, self.cross_set, min(width, self.model.model_config.vocab_size))
@@ -478,10 +478,10 @@ class SwitchingDecoder:
                       max(running.src_mask.shape[1], src_mask.shape[1]), bool((repeat > 1).any()))
         self.active.add(src, src_mask, repeat)
 
-    def step(self, tokens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         running = self.active
         self._fit_for(len(tokens), int(running.positions.max()) + 1, running.src_mask.shape[1], width > 1)
-        return self.active.step(tokens, width)
+        return self.active.step(tokens, width, log_probs)
 
     def apply(self, plan: StepPlan) -> None:
         self.active.apply(plan)

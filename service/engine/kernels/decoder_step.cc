@@ -19,6 +19,8 @@
 // ours.TopLogSoftmax(logits, width) -> top_logp, top_tokens
 //     Each row's `width` (a (1,) int64) best tokens and their log-probabilities, best first, the lower token first
 //     among equals: TopK(LogSoftmax(logits), width), without the (N, V) log-probabilities written and read again.
+//     A negative width -w asks for the w best tokens alone (a greedy search reads no log-probability): top_logp
+//     then holds their logits, and the pass over the whole row that its log-sum-exp takes is left out.
 // ours.AddLayerNorm(x, skip, scale, bias; epsilon) -> y
 //     LayerNormalization(x + skip, scale, bias) over the last axis, epsilon its attribute: a post-LN layer's residual
 //     sum and the LayerNorm after it in one node (one pass over the sum fewer, and one node's overhead fewer, at a
@@ -43,6 +45,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -255,6 +258,7 @@ struct TopRows {
   static constexpr int64_t BLOCK = 32;
   const float* logits;
   int64_t vocab, width;
+  bool log_probs;  // else top_logp gets the logits (a negative width)
   float* top_logp;
   int64_t* top_tokens;
 
@@ -303,10 +307,13 @@ struct TopRows {
     std::partial_sort(reached.begin(), reached.begin() + kept, reached.end(), [](const auto& a, const auto& b) {
       return a.first > b.first || (a.first == b.first && a.second < b.second);
     });
-    const float highest = kept > 0 ? reached[0].first : -INFINITY;
-    float total = 0.0f;
-    for (int64_t j = 0; j < vocab; ++j) total += exp_nonpositive(x[j] - highest);
-    const float log_sum_exp = highest + std::log(total);
+    float log_sum_exp = 0.0f;
+    if (log_probs) {
+      const float highest = kept > 0 ? reached[0].first : -INFINITY;
+      float total = 0.0f;
+      for (int64_t j = 0; j < vocab; ++j) total += exp_nonpositive(x[j] - highest);
+      log_sum_exp = highest + std::log(total);
+    }
     float* best = top_logp + r * width;
     int64_t* tokens = top_tokens + r * width;
     for (int64_t i = 0; i < kept; ++i) {
@@ -451,8 +458,8 @@ struct TopLogSoftmaxKernel {
     auto logits = ctx.GetInput(0), width = ctx.GetInput(1);
     const std::vector<int64_t> shape = logits.GetTensorTypeAndShapeInfo().GetShape();
     const int64_t rows = shape[0], vocab = shape[1];
-    const int64_t k = std::min(width.GetTensorData<int64_t>()[0], vocab);
-    TopRows work{logits.GetTensorData<float>(), vocab, k,
+    const int64_t asked = width.GetTensorData<int64_t>()[0], k = std::min(std::abs(asked), vocab);
+    TopRows work{logits.GetTensorData<float>(), vocab, k, asked >= 0,
                  ctx.GetOutput(0, {rows, k}).GetTensorMutableData<float>(),
                  ctx.GetOutput(1, {rows, k}).GetTensorMutableData<int64_t>()};
     if (k > 0) ctx.ParallelFor(TopRows::run, static_cast<size_t>(rows), 0, &work);
