@@ -8,16 +8,19 @@ A sentence's first token may be forced (SearchOptions.forced_token: a many-to-ma
 decoder's choice at its first step is replaced by that token, at log-probability 0.
 
 The decoder holds the caches of the batch's rows (a greedy sentence has one row, a beam sentence beam_size rows,
-next to each other), laid out as it likes: the search knows no cache layout. It offers three calls:
-    add(src, src_mask, repeat)    encode sentences src (M, S) and append repeat[i] rows for sentence i, which read
-                                  their first token at position 0
+next to each other), laid out as it likes: the search knows no cache layout. A beam sentence holds one row until
+its first step, whose beam_size best tokens are its beams' first: its beams would all be that row before, and a
+step computes every row it holds. It offers three calls:
+    add(src, src_mask)            encode sentences src (M, S) and append a row for each, which reads its first
+                                  token at position 0
     step(tokens, width, log_probs)
                                   feed one token per row, each at its row's next position; get the `width` most
                                   likely next tokens of each row, best first, and their log-probabilities: two
                                   (rows, width) arrays. With log_probs False the caller reads the tokens alone (a
                                   greedy step), and the decoder may leave the log-probabilities uncomputed
     apply(plan)                   go on with the rows a StepPlan names, after a step at which a beam's row took
-                                  another's place or sentences ended, or after sentences were removed
+                                  another's place, a beam sentence's row became its beams or sentences ended, or
+                                  after sentences were removed
 Beam search needs no more of a step than each row's 2 * beam_size best tokens: a row adds one score to all its
 tokens, so a sentence's best candidates are among its rows' best tokens. The decoder picks them where the logits
 are (in the ONNX graph, or in PyTorch), so that no (rows, vocabulary) array crosses into NumPy.
@@ -41,9 +44,11 @@ class StepPlan:
     """What the batch's rows become before its next step, which the decoder applies to its caches.
 
     Each row that goes on names its parent: the row of the batch before whose tokens it continues (its own row, or,
-    in a beam, another row of its sentence). Where sentences left, it also names its place: the row of the batch
-    before at the same place within the same sentence, where that sentence's encoder keys/values and source mask
-    are (a sentence's rows share them). Places are None where every sentence stays where it was.
+    in a beam, another row of its sentence; after a beam sentence's first step, its one row is the parent of all its
+    rows). Where sentences left or a beam sentence's rows grew so, it also names each row's place: the row of the
+    batch before at the same place within the same sentence (its last row, past the rows it held), where that
+    sentence's encoder keys/values and source mask are (a sentence's rows share them). Places are None where every
+    sentence keeps its rows where they were.
     """
 
     parents: np.ndarray
@@ -51,7 +56,7 @@ class StepPlan:
 
 
 class Decoder(Protocol):
-    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None: ...
+    def add(self, src: np.ndarray, src_mask: np.ndarray) -> None: ...
 
     def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]: ...
 
@@ -102,10 +107,15 @@ def filled_order(stays: np.ndarray) -> np.ndarray:
     return order
 
 
-def block_items(sizes: np.ndarray, blocks: np.ndarray) -> np.ndarray:
-    """The items of these blocks, in this order, of a sequence of blocks of these sizes (a sentence's rows)."""
-    starts, taken = np.cumsum(sizes) - sizes, sizes[blocks]
-    return np.repeat(starts[blocks] - (np.cumsum(taken) - taken), taken) + np.arange(taken.sum())
+def block_items(sizes: np.ndarray, blocks: np.ndarray, grown: np.ndarray | None = None) -> np.ndarray:
+    """The items of these blocks, in this order, of a sequence of blocks of these sizes (a sentence's rows); with
+    `grown` (a size for each block), as many of each block's as its grown size, its last item repeated past its
+    own (a beam sentence's one row, for each of its rows after its first step)."""
+    starts, taken = np.cumsum(sizes) - sizes, (sizes if grown is None else grown)[blocks]
+    within = np.arange(taken.sum()) - np.repeat(np.cumsum(taken) - taken, taken)
+    if grown is not None:
+        within = np.minimum(within, np.repeat(sizes[blocks] - 1, taken))
+    return np.repeat(starts[blocks], taken) + within
 
 
 def pad_batch(sequences: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
@@ -162,7 +172,7 @@ class RunningBatch:
         """Encode sentences (ModelConfig.source_ids) and let them take part from the next step on."""
         beam_sizes = np.array([opts.beam_size for opts in options], dtype=np.int64)
         last_steps = np.array([opts.longest(len(ids), self.cfg) - 1 for ids, opts in zip(sources, options)])
-        self.decoder.add(*pad_batch(sources, self.cfg.pad_id), beam_sizes)
+        self.decoder.add(*pad_batch(sources, self.cfg.pad_id))
         self.sentences += [Sentence(key, opts) for key, opts in zip(keys, options)]
         self.beam_sizes = np.concatenate([self.beam_sizes, beam_sizes])
         self.last_steps = np.concatenate([self.last_steps, last_steps])
@@ -173,9 +183,8 @@ class RunningBatch:
         self.forcing |= max(forced) >= 0
         self.guarded |= any(map(guards.wanted, options))
         self.guard_options = None
-        first = np.concatenate([[True] + [False] * (k - 1) for k in beam_sizes])  # at first all beams are the
-        self.scores = np.concatenate([self.scores, np.where(first, 0.0, -np.inf)])  # same: only the first extends
-        self.tokens = np.concatenate([self.tokens, np.full(len(first), self.cfg.bos_id, dtype=np.int64)])
+        self.scores = np.concatenate([self.scores, np.zeros(len(sources))])  # a row each until its first step
+        self.tokens = np.concatenate([self.tokens, np.full(len(sources), self.cfg.bos_id, dtype=np.int64)])
         history = np.zeros((self.rows, max(self.history.shape[1], last_steps.max() + 1)), dtype=np.int64)
         history[: len(self.history), : self.history.shape[1]] = self.history
         self.history = history
@@ -187,8 +196,13 @@ class RunningBatch:
             return []
         leaving = [s for s, stay in zip(self.sentences, stays) if not stay]
         order = filled_order(stays)
-        self._keep(block_items(self.beam_sizes, order), order)
+        rows = block_items(self.held(), order)
+        self._keep(rows, order, rows)
         return leaving
+
+    def held(self) -> np.ndarray:
+        """The rows each sentence holds: its beam_size, but one until its first step."""
+        return np.where(self.steps > 0, self.beam_sizes, 1)
 
     def step(self) -> list[Sentence]:
         """Decode one token for every row; returns the sentences that ended at this step, which leave the batch."""
@@ -196,30 +210,34 @@ class RunningBatch:
         width = 2 * widest if widest > 1 else 1
         top_tokens, top_logp = self.decoder.step(self.tokens, width + (guards.EXTRA if self.guarded else 0),
                                                  log_probs=widest > 1 or self.guarded)
+        held = self.beam_sizes if widest == 1 else self.held()
         if self.guarded:  # the candidates re-scored from each row's history, the best `width` kept
             if self.guard_options is None:
-                self.guard_options = guards.per_row([s.opts for s in self.sentences], self.beam_sizes)
-            top_tokens, top_logp = guards.apply(top_tokens, top_logp, self.history,
-                                                self.steps.repeat(self.beam_sizes), self.guard_options, width)
+                self.guard_options = guards.per_row([s.opts for s in self.sentences], held)
+            top_tokens, top_logp = guards.apply(top_tokens, top_logp, self.history, self.steps.repeat(held),
+                                                self.guard_options, width)
         if self.forcing:
-            top_tokens, top_logp = self._force(top_tokens, top_logp)
+            top_tokens, top_logp = self._force(top_tokens, top_logp, held)
         if widest == 1:
             return self._greedy_step(top_tokens[:, 0])
-        if len(self.tokens) == widest * len(self):  # one beam size: its rows side by side, no bookkeeping
+        if len(self.tokens) == widest * len(self):  # one beam size, every row held: no bookkeeping
             rows = np.arange(self.rows).reshape(len(self), widest)
             done, old_rows, tokens, scores = self._beam(np.arange(len(self)), rows,
                                                          top_tokens.reshape(*rows.shape, -1),
-                                                         top_logp.reshape(*rows.shape, -1))
+                                                         top_logp.reshape(*rows.shape, -1), widest)
             old_rows, tokens, scores = old_rows.ravel(), tokens.ravel(), scores.ravel()
         else:
-            done, old_rows, tokens, scores = self._beam_sizes(top_tokens, top_logp)
+            done, old_rows, tokens, scores = self._beam_sizes(top_tokens, top_logp, held)
         ended = [self.sentences[m] for m in np.flatnonzero(done)] if done.any() else []
         self.steps += 1
         if ended:  # the rows that go on, in the order the sentences that stay go on in (filled_order)
             order = filled_order(~done)
             moved = block_items(self.beam_sizes[~done], (np.cumsum(~done) - 1)[order])
             old_rows, tokens, scores = old_rows[moved], tokens[moved], scores[moved]
-            self._keep(old_rows, order)
+            self._keep(old_rows, order, block_items(held, order, self.beam_sizes))
+        elif (held < self.beam_sizes).any():  # a beam sentence's row became its beams: the rows after it move
+            everyone = np.arange(len(self))
+            self._keep(old_rows, everyone, block_items(held, everyone, self.beam_sizes))
         else:
             self._keep(old_rows)
         self.tokens, self.scores = tokens, scores
@@ -227,34 +245,38 @@ class RunningBatch:
             self.history[np.arange(self.rows), self.steps.repeat(self.beam_sizes) - 1] = tokens
         return ended
 
-    def _beam_sizes(self, top_tokens: np.ndarray, top_logp: np.ndarray) -> tuple[np.ndarray, ...]:
-        """A step of sentences of several beam sizes, each size searched on its own: which sentences end, and the
-        old row, token and score of each row that goes on, in sentence order."""
-        starts = np.cumsum(self.beam_sizes) - self.beam_sizes  # each sentence's first row
+    def _beam_sizes(self, top_tokens: np.ndarray, top_logp: np.ndarray, held: np.ndarray) -> tuple[np.ndarray, ...]:
+        """A step of sentences of several beam sizes, or of beam sentences at their first step (which hold one row,
+        `held`), each size and row count searched on its own: which sentences end, and the old row, token and score
+        of each row that goes on, in sentence order."""
+        starts = np.cumsum(held) - held  # each sentence's first row
         done = np.zeros(len(self), dtype=bool)
-        # what goes on, per beam size: each new row's sentence, and its old row, token and score
+        # what goes on, per beam size and rows held: each new row's sentence, and its old row, token and score
         goes_on: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-        for k in np.unique(self.beam_sizes):
-            members = np.flatnonzero(self.beam_sizes == k)
-            rows = starts[members][:, None] + np.arange(k)  # (G, k)
-            search = self._greedy if k == 1 else self._beam
-            ends, old_rows, token, score = search(members, rows, top_tokens[rows], top_logp[rows])
+        for k, c in set(zip(self.beam_sizes.tolist(), held.tolist())):
+            members = np.flatnonzero((self.beam_sizes == k) & (held == c))
+            rows = starts[members][:, None] + np.arange(c)  # (G, c)
+            if k == 1:
+                ends, old_rows, token, score = self._greedy(members, rows, top_tokens[rows], top_logp[rows])
+            else:
+                ends, old_rows, token, score = self._beam(members, rows, top_tokens[rows], top_logp[rows], k)
             done[members] = ends
             goes_on.append((np.repeat(members[~ends], k), old_rows.ravel(), token.ravel(), score.ravel()))
         sentence, old_rows, tokens, scores = map(np.concatenate, zip(*goes_on))
         order = np.argsort(sentence, kind="stable")  # back into sentence order
         return done, old_rows[order], tokens[order], scores[order]
 
-    def _force(self, top_tokens: np.ndarray, top_logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The rows' best next tokens, where a sentence at its first step has a forced token: that token alone, at
-        log-probability 0 (its other candidates -inf), in place of what the model prefers."""
+    def _force(self, top_tokens: np.ndarray, top_logp: np.ndarray, held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows' best next tokens (each sentence holding `held` rows), where a sentence at its first step has a
+        forced token: that token alone, at log-probability 0 (its other candidates -inf), in place of what the model
+        prefers."""
         starting = (self.steps == 0) & (self.forced >= 0)
         self.forcing = False  # after this step, no sentence of the batch is at its first
         if not starting.any():
             return top_tokens, top_logp
-        rows = np.repeat(starting, self.beam_sizes)
+        rows = np.repeat(starting, held)
         top_tokens, top_logp = top_tokens.copy(), top_logp.copy()
-        top_tokens[rows] = np.repeat(self.forced[starting], self.beam_sizes[starting])[:, None]
+        top_tokens[rows] = self.forced[starting][:, None]  # a sentence at its first step holds one row
         top_logp[rows] = -np.inf
         top_logp[rows, 0] = 0.0
         return top_tokens, top_logp
@@ -271,16 +293,15 @@ class RunningBatch:
             return []
         keep = filled_order(~done)
         ended = [self.sentences[m] for m in np.flatnonzero(done)]
-        self._keep(keep, keep)
+        self._keep(keep, keep, keep)
         return ended
 
-    def _keep(self, rows: np.ndarray, sentences: np.ndarray | None = None) -> None:
-        """Go on with these rows (of the batch before), in this order; and where some sentence left, with these
-        sentences, in filled_order's order: the decoder is told the rows at the same places of the same sentences
-        too, which its encoder keys/values follow."""
+    def _keep(self, rows: np.ndarray, sentences: np.ndarray | None = None, places: np.ndarray | None = None) -> None:
+        """Go on with these rows (of the batch before), in this order; and where some sentence left or a beam
+        sentence's row became its beams, with these sentences, in filled_order's order, and the rows' places (a
+        StepPlan's), which the decoder's encoder keys/values follow."""
         if sentences is None and len(rows) == self.rows and (rows == np.arange(self.rows)).all():
             return
-        places = None if sentences is None else block_items(self.beam_sizes, sentences)
         self.decoder.apply(StepPlan(rows, places))
         if sentences is not None:
             self.sentences = [self.sentences[m] for m in sentences]
@@ -311,8 +332,9 @@ class RunningBatch:
             self.sentences[m].finished = [Hypothesis(tokens, 0.0)]
         return done
 
-    def _beam(self, members, rows, top_tokens, top_logp):
-        """One step of beam search for sentences of one beam size k, each with its k rows.
+    def _beam(self, members, rows, top_tokens, top_logp, k):
+        """One step of beam search for sentences of one beam size k, each with its k rows, or with one at its first
+        step (which stands for k rows that would be the same, all but the first at score -inf).
 
         Every sentence keeps its k best unfinished continuations out of the 2k best candidates; a candidate ending
         in </s> among the k best is set aside as finished. A sentence ends at its maximum length, or once its best
@@ -320,10 +342,14 @@ class RunningBatch:
         sooner than waiting until no live hypothesis could beat k finished ones, at a BLEU within noise
         (docs/decisions.md).
         """
-        g, k = rows.shape
+        g = len(rows)
         eos, width = self.cfg.eos_id, min(2 * k, top_logp.shape[-1])  # the vocabulary may hold fewer
         steps, last_steps = self.steps[members], self.last_steps[members]
-        candidates = (self.scores[rows, None] + top_logp[:, :, :width]).reshape(g, k * width)
+        scores = self.scores[rows]
+        if rows.shape[1] < k:  # the k rows the first step's one stands for: their candidates, in their order
+            rows, top_tokens, top_logp = (x.repeat(k, axis=1) for x in (rows, top_tokens, top_logp))
+            scores = np.where(np.arange(k) == 0, scores.repeat(k, axis=1), -np.inf)
+        candidates = (scores[:, :, None] + top_logp[:, :, :width]).reshape(g, k * width)
         top = (-candidates).argsort(axis=1, kind="stable")[:, : 2 * k]
         each = np.arange(g)[:, None]
         top_scores, origin = candidates[each, top], top // width

@@ -25,23 +25,22 @@ class CachedDecoder:
         self.src_mask = torch.zeros(0, 0, dtype=torch.bool, device=self.device)
         self.positions = torch.zeros(0, dtype=torch.long, device=self.device)  # each row's next position
 
-    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
-        mask_t = self._tensor(src_mask)
-        memory = self.model.encode(self._tensor(src), mask_t)
-        rows = self._tensor(np.repeat(np.arange(len(src)), repeat))  # sentence i repeat[i] times
-        cross_kv, src_mask_t = _select(self.model.cross_keys_values(memory), rows), mask_t[rows]
+    def add(self, src: np.ndarray, src_mask: np.ndarray) -> None:
+        src_mask_t = self._tensor(src_mask)
+        memory = self.model.encode(self._tensor(src), src_mask_t)
+        cross_kv = self.model.cross_keys_values(memory)
         if not len(self.positions):
             self.cross_kv, self.src_mask = cross_kv, src_mask_t
-            self.self_kv = self.model.empty_cache(len(rows), cache_slots(1, self.model.cfg.max_len), memory)
+            self.self_kv = self.model.empty_cache(len(src), cache_slots(1, self.model.cfg.max_len), memory)
         else:  # the new rows after the running ones, the encoder outputs padded to the longer source
             length = max(self.src_mask.size(1), src_mask_t.size(1))
             self.cross_kv = [(_cat(k0, k1, length), _cat(v0, v1, length)) for (k0, v0), (k1, v1) in
                              zip(self.cross_kv, cross_kv)]
             self.src_mask = _cat(self.src_mask, src_mask_t, length)
             slots = self.self_kv[0][0].size(2)
-            new = self.model.empty_cache(len(rows), slots, memory)
+            new = self.model.empty_cache(len(src), slots, memory)
             self.self_kv = [(torch.cat([k0, k1]), torch.cat([v0, v1])) for (k0, v0), (k1, v1) in zip(self.self_kv, new)]
-        self.positions = torch.cat([self.positions, torch.zeros_like(rows)])
+        self.positions = torch.cat([self.positions, torch.zeros(len(src), dtype=torch.long, device=self.device)])
 
     def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         slots = cache_slots(int(self.positions.max()) + 1, self.model.cfg.max_len)
@@ -94,8 +93,8 @@ class UncachedDecoder(CachedDecoder):
         self.prefix = torch.zeros(0, 0, dtype=torch.long, device=self.device)  # right-padded; row i's next at
         # self.positions[i]
 
-    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
-        super().add(src, src_mask, repeat)
+    def add(self, src: np.ndarray, src_mask: np.ndarray) -> None:
+        super().add(src, src_mask)
         self.prefix = F.pad(self.prefix, [0, 0, 0, len(self.positions) - len(self.prefix)])
 
     def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:

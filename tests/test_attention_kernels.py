@@ -288,12 +288,14 @@ def moves(rng: np.random.Generator, n: int) -> list[np.ndarray]:
 def test_rows_moved_in_place_are_the_rows_gathered(library, n, room):
     """The move graph with each output bound to its input's memory, as the decoder runs it: each row has its
     source row's first `lengths` slots, whatever the order the rows must be written in, and the rows after those
-    moved, and after the n with lengths (`room`, which no row is moved from), are left as they were."""
+    moved, and after the n with lengths (`room`, which no row is moved from but rows may be moved into), are left as
+    they were."""
     rng = np.random.default_rng(n)
     options = ort.SessionOptions()
     options.register_custom_ops_library(str(library))
     session = ort.InferenceSession(move_graph(2), options, providers=["CPUExecutionProvider"])
-    for rows in moves(rng, n):
+    grown = [np.sort(rng.integers(0, n, n + room))] if room else []  # beams grown from first rows, into the room
+    for rows in moves(rng, n) + grown:
         caches = [rng.standard_normal((n + room, 3, 6, 4)).astype(np.float32) for _ in range(2)]
         lengths = rng.integers(0, 7, n)
         expected = [cache[rows].copy() for cache in caches]

@@ -33,21 +33,20 @@ class NumpyCaches:
         self.positions = np.zeros(0, dtype=np.int64)
         self.src_mask = np.zeros((0, 0), dtype=bool)
 
-    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+    def add(self, src: np.ndarray, src_mask: np.ndarray) -> None:
         s, cfg = self.sessions, self.sessions.model_config
-        rows = np.repeat(np.arange(len(src)), repeat)
-        cross = [value[rows] for value in s.encoder.run(s.cross_names, {GraphIO.SRC: src, GraphIO.SRC_MASK: src_mask})]
-        new_self = np.zeros((len(rows), cfg.n_heads, cfg.max_len, cfg.d_head), s.cache_type)
+        cross = s.encoder.run(s.cross_names, {GraphIO.SRC: src, GraphIO.SRC_MASK: src_mask})
+        new_self = np.zeros((len(src), cfg.n_heads, cfg.max_len, cfg.d_head), s.cache_type)
         if not len(self.positions):
-            self.cross_kv, self.src_mask = cross, src_mask[rows]
+            self.cross_kv, self.src_mask = cross, src_mask
             self.self_kv = [new_self] * len(s.self_names)
         else:
             length = max(self.src_mask.shape[1], src_mask.shape[1])
             self.cross_kv = [np.concatenate([pad_source(a, length), pad_source(b, length)])
                              for a, b in zip(self.cross_kv, cross)]
-            self.src_mask = np.concatenate([pad_source(self.src_mask, length), pad_source(src_mask[rows], length)])
+            self.src_mask = np.concatenate([pad_source(self.src_mask, length), pad_source(src_mask, length)])
             self.self_kv = [np.concatenate([value, new_self]) for value in self.self_kv]
-        self.positions = np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)])
+        self.positions = np.concatenate([self.positions, np.zeros(len(src), dtype=np.int64)])
 
     def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         s = self.sessions
@@ -155,8 +154,9 @@ def test_a_layout_that_misapplies_a_plan_translates_otherwise(layouts, exported:
     (it ignores the plan's parents) does not translate as the others."""
 
     class IgnoresParents(NumpyCaches):
-        def apply(self, plan: StepPlan) -> None:
-            super().apply(StepPlan(np.arange(len(plan.parents)), plan.places))
+        def apply(self, plan: StepPlan) -> None:  # each row its place's caches (its own where none is named)
+            own = np.arange(len(plan.parents)) if plan.places is None else plan.places
+            super().apply(StepPlan(own, plan.places))
 
     batch, opts = sources(9, seed=4), SearchOptions(beam_size=4, n_best=4)
     assert tokens(search(IgnoresParents(exported), batch, opts, exported.model_config)) != tokens(

@@ -327,7 +327,7 @@ def test_pad_is_banned_in_every_precision(model_dir: Path, precision: str):
     cfg = translator.model_config
     src, src_mask = pad_batch(translator.encode_texts(TEXTS[:3]), cfg.pad_id)
     decoder = translator.new_decoder()
-    decoder.add(src, src_mask, np.ones(3, dtype=np.int64))
+    decoder.add(src, src_mask)
     tokens, logp = decoder.step(np.full(3, cfg.bos_id), width=cfg.vocab_size)
     assert (tokens[:, -1] == cfg.pad_id).all() and np.isneginf(logp[:, -1]).all()
     assert np.isfinite(logp[:, :-1]).all()

@@ -421,13 +421,13 @@ def test_a_sentence_s_steps_do_not_depend_on_the_rows_beside_it(exported: Export
     long, short = translator.encode_texts([" ".join(SENTENCES[:2]), "Berlin."])
     tokens = np.random.default_rng(0).integers(4, cfg.vocab_size, 30)
     alone = translator.new_decoder()
-    alone.add(*pad_batch([short], cfg.pad_id), np.array([1]))
+    alone.add(*pad_batch([short], cfg.pad_id))
     expected = [alone.step(tokens[i : i + 1], 5) for i in range(6)]
     shared = translator.new_decoder()
-    shared.add(*pad_batch([long], cfg.pad_id), np.array([1]))
+    shared.add(*pad_batch([long], cfg.pad_id))
     for token in tokens[10:22]:
         shared.step(np.array([token]), 5)
-    shared.add(*pad_batch([short], cfg.pad_id), np.array([1]))
+    shared.add(*pad_batch([short], cfg.pad_id))
     got = [shared.step(np.array([tokens[22 + i], tokens[i]]), 5) for i in range(3)]
     assert shared.slots == (KERNELS_FIRST_SLOTS if kernels else 2 * CACHE_SLOTS)
     assert shared.src_mask.shape[1] == len(long)
@@ -455,7 +455,8 @@ def test_beam_reorders_need_no_new_cache_buffers(exported: Exported, kernels: bo
     orders = [np.array([2, 0, 0]), np.array([1, 2, 0]), np.array([0, 0, 1]), np.array([2, 1, 0])]
     turned, fresh = translator.new_decoder(), translator.new_decoder()
     for decoder in turned, fresh:
-        decoder.add(*pad_batch(source, cfg.pad_id), np.array([beams]))
+        decoder.add(*pad_batch(source, cfg.pad_id))
+        decoder.apply(StepPlan(np.zeros(beams, np.int64), np.zeros(beams, np.int64)))  # its beams' rows
     sets = []
     for step, (step_tokens, order) in enumerate(zip(tokens, orders)):
         (top, logp), (expected_top, expected_logp) = turned.step(step_tokens, 5), fresh.step(step_tokens, 5)
@@ -487,7 +488,8 @@ def test_with_our_kernels_a_beam_sentence_reads_one_row_of_encoder_keys_values(e
     tokens = np.random.default_rng(1).integers(4, cfg.vocab_size, (4, beams.sum()))
     decoders = ours.new_decoder(), exported_step.new_decoder()
     for decoder in decoders:
-        decoder.add(*pad_batch(sources, cfg.pad_id), beams)
+        decoder.add(*pad_batch(sources, cfg.pad_id))
+        decoder.apply(StepPlan(rows := np.repeat(np.arange(3), beams), rows))  # each sentence's beams' rows
     np.testing.assert_array_equal(decoders[0].cross_from, [0, 0, 1, 1, 1, 2])
     assert decoders[0].cross_kv[0].shape()[0] == 3
     for step_tokens in tokens[:2]:

@@ -30,8 +30,8 @@ class LoopingDecoder:
     def __init__(self) -> None:
         self.t = np.zeros(0, dtype=np.int64)
 
-    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
-        self.t = np.concatenate([self.t, np.zeros(repeat.sum(), dtype=np.int64)])
+    def add(self, src: np.ndarray, src_mask: np.ndarray) -> None:
+        self.t = np.concatenate([self.t, np.zeros(len(src), dtype=np.int64)])
 
     def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         logits = np.full((len(tokens), VOCAB), -4.0)

@@ -132,11 +132,11 @@ def test_cached_steps_equal_full_decoding_also_for_rows_that_join_later(pre_norm
     first, second = random_sources([4, 7], seed=2)
     tgt = [[BOS, *torch.randint(4, VOCAB, (20,)).tolist()] for _ in range(2)]
     decoder = CachedDecoder(model)
-    decoder.add(*pad_batch([first], PAD), np.array([1]))
+    decoder.add(*pad_batch([first], PAD))
     got: list[list[np.ndarray]] = [[], []]
     for t in range(len(tgt[0])):
         if t == 3:
-            decoder.add(*pad_batch([second], PAD), np.array([1]))
+            decoder.add(*pad_batch([second], PAD))
         rows = step_logp(decoder, [tgt[0][t]] + ([tgt[1][t - 3]] if t >= 3 else []))
         got[0].append(rows[0])
         if t >= 3:
@@ -176,9 +176,9 @@ class TableDecoder:
         self.sentence = np.zeros(0, dtype=np.int64)  # which sentence each row belongs to
         self.t = np.zeros(0, dtype=np.int64)  # each row's position
 
-    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
-        self.sentence = np.concatenate([self.sentence, np.repeat(src[:, 0] - 4, repeat)])
-        self.t = np.concatenate([self.t, np.zeros(repeat.sum(), dtype=np.int64)])
+    def add(self, src: np.ndarray, src_mask: np.ndarray) -> None:
+        self.sentence = np.concatenate([self.sentence, src[:, 0] - 4])
+        self.t = np.concatenate([self.t, np.zeros(len(src), dtype=np.int64)])
 
     def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         logp, best = best_next_tokens(torch.as_tensor(self.table[self.sentence, self.t, tokens]), width)
@@ -260,6 +260,44 @@ def test_only_a_step_that_reads_log_probabilities_asks_for_them(k, guard, asked)
     translations = [h[0].tokens for h in search(decoder, table_sources(table), opts, CFG)]
     assert set(decoder.asked) == {asked}
     assert translations == [h[0].tokens for h in search(TableDecoder(table), table_sources(table), opts, CFG)]
+
+
+class PlanRecordingDecoder(TableDecoder):
+    """TableDecoder that records the rows of each step and the plans it is given."""
+
+    def __init__(self, table: np.ndarray):
+        super().__init__(table)
+        self.rows: list[int] = []
+        self.plans: list[StepPlan] = []
+
+    def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        self.rows.append(len(tokens))
+        return super().step(tokens, width)
+
+    def apply(self, plan: StepPlan) -> None:
+        self.plans.append(plan)
+        super().apply(plan)
+
+
+def test_a_beam_sentence_holds_one_row_until_its_first_step():
+    """Its beams would all be that row before: the first step computes a row a sentence, and its plan makes each
+    beam sentence's beam_size rows of its row (their parent and place); the translations are those of sentences
+    that joined one at a time."""
+    table = random_table(3, seed=4)
+    decoder = PlanRecordingDecoder(table)
+    batch = RunningBatch(decoder, CFG)
+    batch.add(table_sources(table), [table_options(k, n_best=k) for k in (3, 1, 2)], [0, 1, 2])
+    assert batch.rows == 3
+    results = {s.key: s.result() for s in batch.step()}
+    assert not results and decoder.rows == [3] and batch.rows == 6
+    (plan,) = decoder.plans
+    assert plan.parents.tolist() == plan.places.tolist() == [0, 0, 0, 1, 2, 2]
+    while len(batch):
+        results |= {s.key: s.result() for s in batch.step()}
+    assert decoder.rows[1] == 6
+    for i, k in enumerate((3, 1, 2)):
+        (alone,) = search(TableDecoder(table[i : i + 1]), table_sources(table[i : i + 1]), table_options(k, k), CFG)
+        assert [h.tokens for h in results[i]] == [h.tokens for h in alone]
 
 def test_beam_search_scores_are_right_and_beat_greedy():
     table = random_table(20, seed=1)
@@ -370,7 +408,8 @@ def test_sentences_that_join_a_running_batch_translate_as_alone():
         if step == 4:  # nobody waits for this one any more: its rows leave from the middle of the batch
             assert [s.key for s in batch.remove({6})] == [6]
         if step == 12:
-            assert batch.rows == 2  # the others have ended: this one starts an empty batch
+            assert len(batch) == batch.rows == 1  # the others have ended: this one (beam 2) starts an empty batch,
+            # with one row until its first step
         if len(batch):
             results.update((s.key, s.result()) for s in batch.step())
         step += 1

@@ -405,10 +405,10 @@ class EchoDecoder:
         self.steps = steps
         self.pace = pace
 
-    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
-        for ids, mask, k in zip(src, src_mask, repeat):
-            self.sources += [ids[mask].tolist()] * k
-            self.positions += [0] * k
+    def add(self, src: np.ndarray, src_mask: np.ndarray) -> None:
+        for ids, mask in zip(src, src_mask):
+            self.sources.append(ids[mask].tolist())
+            self.positions.append(0)
 
     def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         time.sleep(self.pace)

@@ -34,7 +34,7 @@ class InstantDecoder:
     def __init__(self, config: ModelConfig) -> None:
         self.eos_id = config.eos_id
 
-    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+    def add(self, src: np.ndarray, src_mask: np.ndarray) -> None:
         """Nothing to keep."""
 
     def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:

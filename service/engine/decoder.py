@@ -129,42 +129,41 @@ class EagerDecoder:
         without a NumPy call."""
         self.needed = int(self.positions.max(initial=-1)) + 1
 
-    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+    def add(self, src: np.ndarray, src_mask: np.ndarray) -> None:
         started = time.perf_counter()
-        t, cfg = self.model, self.model.model_config
-        rows = np.repeat(np.arange(len(src)), repeat)  # each new row's sentence
-        cross_kv = self._cross_rows(encode(t, src, src_mask), rows)
-        running, running_cross, new_cross = len(self.positions), self.cross_rows, cross_kv[0].shape()[0]
+        t = self.model
+        cross_kv = encode(t, src, src_mask)
+        running, running_cross, new = len(self.positions), self.cross_rows, len(src)
         if not running:
             self._set_cross_kv(cross_kv)
-            self._replace(src_mask=src_mask[rows])
-            self._set_self_kv(self._first_cache(len(rows)))
+            self._replace(src_mask=src_mask)
+            self._set_self_kv(self._first_cache(new))
         else:  # the new rows after the running ones, the encoder outputs padded to the longer source
             length = max(self.src_mask.shape[1], src_mask.shape[1])
             if length > self.src_mask.shape[1]:  # rarely: most joins pad only the newcomers
                 self._set_cross_kv(self._resize(self.cross_kv, length, running_cross))
             self._set_cross_kv(self._join(self.cross_kv, running_cross, cross_kv, length - src_mask.shape[1]),
-                               running_cross + new_cross)
-            self._replace(src_mask=np.concatenate([pad_columns(self.src_mask, length),
-                                                   pad_columns(src_mask[rows], length)]))
-            new = np.zeros((len(rows), cfg.n_heads, 0, cfg.d_head), t.cache_type)
-            self._set_self_kv(self._join(self.self_kv, running, [new] * len(self.self_kv), self.slots))
-        self._joined(running, running_cross, rows)
-        self._replace(positions=np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)]))
+                               running_cross + new)
+            self._replace(src_mask=np.concatenate([pad_columns(self.src_mask, length), pad_columns(src_mask, length)]))
+            self._add_rows(running, new)
+        self._joined(running, running_cross, new)
+        self._replace(positions=np.concatenate([self.positions, np.zeros(new, dtype=np.int64)]))
         self.encode_seconds += time.perf_counter() - started
+
+    def _add_rows(self, running: int, new: int) -> None:
+        """Self-attention caches for `new` rows after the first `running` (whose slots are zeros until written)."""
+        t, cfg = self.model, self.model.model_config
+        empty = np.zeros((new, cfg.n_heads, 0, cfg.d_head), t.cache_type)
+        self._set_self_kv(self._join(self.self_kv, running, [empty] * len(self.self_kv), self.slots))
 
     @property
     def cache_bytes(self) -> int:
         """The memory the caches hold (a view's whole tensor)."""
         return held_bytes([*self.self_kv, *self.cross_kv])
 
-    def _cross_rows(self, cross_kv: list[ort.OrtValue], rows: np.ndarray) -> list[ort.OrtValue]:
-        """What the layout keeps of new sentences' encoder keys/values (a row each), given each new row's sentence."""
-        raise NotImplementedError
-
-    def _joined(self, running: int, running_cross: int, rows: np.ndarray) -> None:
-        """After an add: rows (each new row's sentence) joined after `running` rows, their sentences' encoder
-        keys/values after `running_cross` rows of them."""
+    def _joined(self, running: int, running_cross: int, new: int) -> None:
+        """After an add: `new` rows, a sentence each, joined after `running` rows, their encoder keys/values after
+        `running_cross` rows of them."""
 
     def _first_cache(self, rows: int) -> list[ort.OrtValue]:
         """The self-attention cache of a batch's first rows."""
@@ -304,12 +303,6 @@ class ExportedDecoder(EagerDecoder):
         self._replace(positions=rows.positions.copy(), src_mask=rows.src_mask)
         self._set_self_kv(rows.self_kv)
 
-    def _cross_rows(self, cross_kv: list[ort.OrtValue], rows: np.ndarray) -> list[ort.OrtValue]:
-        """Each row's own copy of its sentence's keys/values: the exported step reads a row's own."""
-        if len(rows) == cross_kv[0].shape()[0]:  # a row a sentence
-            return cross_kv
-        return run_graph(self.model, self.model.select, "x", cross_kv, {"rows": rows.astype(np.int64)})
-
     @property
     def cache_bytes(self) -> int:
         return super().cache_bytes + held_bytes(self.spare)
@@ -420,19 +413,16 @@ class SlotTableDecoder(EagerDecoder):
         """Never fewer than a batch's first slots (which a cut would only make it grow back to)."""
         return max(super()._slots_needed(), self._first_slots(len(self.positions)))
 
-    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+    def add(self, src: np.ndarray, src_mask: np.ndarray) -> None:
         if len(self.positions):  # the joiners take the place of sentences that left (joined_in_place)
             self._move_cross(self._cross_rows_read(), now=True)
-        super().add(src, src_mask, repeat)
+        super().add(src, src_mask)
 
-    def _cross_rows(self, cross_kv: list[ort.OrtValue], rows: np.ndarray) -> list[ort.OrtValue]:
-        return cross_kv  # a row a sentence: the kernels read it through cross_from
-
-    def _joined(self, running: int, running_cross: int, rows: np.ndarray) -> None:
-        """The new rows' slots are their own, and a new sentence's rows read its keys/values, joined after
+    def _joined(self, running: int, running_cross: int, new: int) -> None:
+        """The new rows' slots are their own, and each reads its sentence's keys/values, joined after
         running_cross rows of them."""
-        self._fit_slot_rows(running + len(rows))
-        self._cross_from(np.concatenate([self._cross_rows_read(), running_cross + rows]))
+        self._fit_slot_rows(running + new)
+        self._cross_from(np.concatenate([self._cross_rows_read(), running_cross + np.arange(new)]))
 
     def _layout_reads(self) -> dict[str, np.ndarray]:
         return {SLOT_ROWS: self.slot_rows if self.shared_slots else NO_TABLE, CROSS_FROM: self.cross_from}
@@ -448,6 +438,8 @@ class SlotTableDecoder(EagerDecoder):
             return
         if places is not None:
             places = places.astype(np.int64)
+            if len(places) > self.self_kv[0].shape()[0]:  # beams that grew from their first row: room for them
+                self._add_rows(len(self.positions), len(places) - len(self.positions))
             self._move(self.self_kv, places, self.positions)
             self._move_cross(self._cross_rows_read()[places])
         positions = self.positions[rows]
@@ -468,7 +460,9 @@ class SlotTableDecoder(EagerDecoder):
         """The slot table after a plan (rows the parents, places where the rows moved to), given the rows' positions
         then; and whether some row reads slots of another."""
         if not self.shared_slots and places is not None and np.array_equal(rows, places):
-            return self.slot_rows[: len(rows)], False  # each row its own parent, its slots its own: in its new place
+            # each row its own parent, its slots its own: in its new place (a grown beam's, copies of its first row)
+            held = len(rows) <= len(self.slot_rows)
+            return self.slot_rows[: len(rows)] if held else own_slots(len(rows), self.slots), False
         table = self.slot_rows[rows]
         if places is not None:
             moved_to = np.zeros(len(self.positions), dtype=np.int64)  # each old row's new place (0: a row that left,

@@ -363,17 +363,17 @@ class BucketedDecoder:
             return run_graph(t, t.select, "x", values, {"rows": rows}, into=into)
         return run_graph(t, t.fit, "x", values, {"rows": rows, "pads": axis2_pads(length - now)}, into=into)
 
-    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
-        """The new rows after the running ones, at the first places no running row holds. Their encoder keys/values
-        go into the bucket's other cross set with the running rows' (one gather; a join first where rows are
-        running). Their self-attention slots are left as they are: a row at position p writes slot p before it reads
-        slots 0..p, so no slot is read before this sentence wrote it. (Writing zeros there cost a large share of a
-        lone sentence's time on a GPU: docs/decisions.md.)"""
+    def add(self, src: np.ndarray, src_mask: np.ndarray) -> None:
+        """The new rows, a sentence each, after the running ones, at the first places no running row holds. Their
+        encoder keys/values go into the bucket's other cross set with the running rows' (one gather; a join first
+        where rows are running). Their self-attention slots are left as they are: a row at position p writes slot p
+        before it reads slots 0..p, so no slot is read before this sentence wrote it. (Writing zeros there cost a
+        large share of a lone sentence's time on a GPU: docs/decisions.md.)"""
         started = time.perf_counter()
         t = self.model
-        rows = np.repeat(np.arange(len(src)), repeat)  # each new row's sentence, its row of cross_kv below
+        rows = np.arange(len(src))  # each new row's row of cross_kv below
         length = max(self.src_mask.shape[1], src_mask.shape[1])
-        self.src_mask = np.concatenate([pad_columns(self.src_mask, length), pad_columns(src_mask[rows], length)])
+        self.src_mask = np.concatenate([pad_columns(self.src_mask, length), pad_columns(src_mask, length)])
         self.positions = np.concatenate([self.positions, np.zeros(len(rows), dtype=np.int64)])
         shape = self._shape()
         bucket = self._move(shape)  # before the encoder bucket: what the budget leaves goes to the steps first
@@ -418,12 +418,15 @@ class BucketedDecoder:
 
     def apply(self, plan: StepPlan) -> None:
         """Rows that each keep their own caches (sentences leaving, a reorder) keep their places; where some row
-        takes another's (a beam's two children), every row's self-attention caches are gathered into the bucket's
-        other self set."""
+        takes another's (a beam's two children, a beam's first row its beams), every row's self-attention caches
+        are gathered into the bucket's other self set, in a bucket of as many rows."""
         rows, cross_rows = plan.parents, plan.places
         if not len(rows):
             self._empty()
             return
+        if len(rows) > self.current.shape.rows:  # beams grown from their first rows: a bucket that holds them
+            self._move(bucket_shape(len(rows), int(self.positions.max()) + 1, self.src_mask.shape[1],
+                                    self.model.model_config.max_len))
         if len(np.unique(rows)) == len(rows):  # a sentence's rows read the same encoder keys/values: any of them
             self.places = self.places[rows]
         else:
@@ -436,9 +439,21 @@ class BucketedDecoder:
     def _gather(self, rows: np.ndarray, cross_rows: np.ndarray | None) -> None:
         """The self-attention caches of these rows into the other self set, each new row at the place of the row
         before it at the same place within its sentence (its plan's place; where no sentence left, the same row): that
-        place holds its sentence's encoder keys/values, so they stay where they are."""
+        place holds its sentence's encoder keys/values, so they stay where they are. The rows a beam grew to past its
+        first row (their plan's place that row's) take free places, and every place's encoder keys/values are
+        gathered into the other cross set too, theirs from their sentence's."""
         bucket = self.current
         places = self.places if cross_rows is None else self.places[cross_rows]
+        first = np.zeros(len(places), dtype=bool)
+        first[np.unique(places, return_index=True)[1]] = True
+        if not first.all():  # grown rows
+            places = places.copy()
+            places[~first] = free_places(places[first], int(np.count_nonzero(~first)), bucket.shape.rows)
+            order = np.arange(bucket.shape.rows)
+            order[places] = self.places[cross_rows]
+            self.cross_set = 1 - self.cross_set
+            self._fit(bucket.cross_sets[1 - self.cross_set], order, bucket.shape.source,
+                      bucket.cross_sets[self.cross_set])
         order = np.arange(bucket.shape.rows)  # each place's row of the set before; a padding place's own
         order[places] = self.places[rows]
         other = 1 - self.self_set
@@ -472,11 +487,11 @@ class SwitchingDecoder:
         """The eager decoder's caches, and every bucket's (made once, kept)."""
         return self.eager.cache_bytes + self.store.bytes()
 
-    def add(self, src: np.ndarray, src_mask: np.ndarray, repeat: np.ndarray) -> None:
+    def add(self, src: np.ndarray, src_mask: np.ndarray) -> None:
         running = self.active
-        self._fit_for(len(running.positions) + int(repeat.sum()), int(running.positions.max(initial=0)) + 1,
-                      max(running.src_mask.shape[1], src_mask.shape[1]), bool((repeat > 1).any()))
-        self.active.add(src, src_mask, repeat)
+        self._fit_for(len(running.positions) + len(src), int(running.positions.max(initial=0)) + 1,
+                      max(running.src_mask.shape[1], src_mask.shape[1]), False)
+        self.active.add(src, src_mask)
 
     def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
         running = self.active
@@ -484,6 +499,9 @@ class SwitchingDecoder:
         return self.active.step(tokens, width, log_probs)
 
     def apply(self, plan: StepPlan) -> None:
+        running = self.active
+        if len(plan.parents) > len(running.positions):  # beams grown from their first rows: a decoder for them all
+            self._fit_for(len(plan.parents), int(running.positions.max()) + 1, running.src_mask.shape[1], True)
         self.active.apply(plan)
 
     def _fit_for(self, rows: int, positions: int, source: int, beams: bool) -> None:

@@ -26,8 +26,8 @@
 //     sum and the LayerNorm after it in one node (one pass over the sum fewer, and one node's overhead fewer, at a
 //     step of a few rows most of their time).
 // ours.MoveRows(x, rows, lengths) -> y
-//     x (N, H, L, Dh), lengths (K,) int64 (K <= N): the slots in use of x's first K rows; rows (M,) int64 (M <= K),
-//     each one of those K. y has x's shape: y = x, then y[i] = x[rows[i]] for i < M, of each head only the first
+//     x (N, H, L, Dh), lengths (K,) int64 (K <= N): the slots in use of x's first K rows; rows (M,) int64 (M <= N),
+//     each one of those K (M > K where a beam's first row becomes its beams, into the rows after the K). y has x's shape: y = x, then y[i] = x[rows[i]] for i < M, of each head only the first
 //     lengths[rows[i]] slots (a self-attention cache's slots in use; the rest of the row is left as it was). In
 //     place when ONNX Runtime gives y x's buffer (service.engine.decoder binds it so): the rows from M on are not
 //     touched, nor is a row that keeps its place; a row whose content another row still has to read is written after
@@ -328,7 +328,7 @@ struct TopRows {
 struct RowMoves {
   float* x;                      // (N, H, L, Dh), read and written
   const int64_t* rows;           // (M,)
-  const int64_t* lengths;        // (K,) slots of each row to copy, K >= M
+  const int64_t* lengths;        // (K,) slots in use of each of the first K rows, each rows[i] < K
   int64_t m, heads, slots, dh;
 
   void copy_row(float* to, const float* from, int64_t length) const {
@@ -526,8 +526,7 @@ struct MoveRowsKernel {
     const std::vector<int64_t> shape = x.GetTensorTypeAndShapeInfo().GetShape();
     const int64_t n = shape[0], m = static_cast<int64_t>(rows.GetTensorTypeAndShapeInfo().GetElementCount());
     const int64_t k = static_cast<int64_t>(lengths.GetTensorTypeAndShapeInfo().GetElementCount());
-    if (k > n || m > k) ORT_CXX_API_THROW("MoveRows: lengths must name at most x's rows, rows at most those",
-                                          ORT_INVALID_ARGUMENT);
+    if (k > n || m > n) ORT_CXX_API_THROW("MoveRows: lengths and rows must name at most x's rows", ORT_INVALID_ARGUMENT);
     const int64_t* from = rows.GetTensorData<int64_t>();
     for (int64_t i = 0; i < m; ++i) {
       if (from[i] < 0 || from[i] >= k) ORT_CXX_API_THROW("MoveRows: a row out of range", ORT_INVALID_ARGUMENT);
