@@ -393,9 +393,11 @@ class SlotTableDecoder(EagerDecoder):
         self._replace(slot_rows=table)
 
     def _first_cache(self, rows: int) -> list[ort.OrtValue]:
-        """Memory allocated and left as it is: our kernels read no slot before they write it."""
+        """Memory allocated and left as it is: our kernels read no slot before they write it. Rows for FEW_ROWS at
+        least: a beam sentence's row becomes its beams after its first step, into that room rather than into new
+        caches (and the step's bindings anew); memory no row writes takes no page."""
         t, cfg = self.model, self.model.model_config
-        shape = (rows, cfg.n_heads, self._first_slots(rows), cfg.d_head)
+        shape = (max(rows, FEW_ROWS), cfg.n_heads, self._first_slots(rows), cfg.d_head)
         return [cpu_tensor(shape, np.float32) for _ in t.self_names]
 
     def _first_slots(self, rows: int) -> int:
@@ -436,10 +438,10 @@ class SlotTableDecoder(EagerDecoder):
         if not len(rows):
             self._empty()
             return
-        if places is not None:
+        if len(rows) > self.self_kv[0].shape()[0]:  # beams grown from their first rows: room for them
+            self._add_rows(len(self.positions), len(rows) - len(self.positions))
+        if places is not None:  # the rows move to their places: a sentence's slots stay within its rows
             places = places.astype(np.int64)
-            if len(places) > self.self_kv[0].shape()[0]:  # beams that grew from their first row: room for them
-                self._add_rows(len(self.positions), len(places) - len(self.positions))
             self._move(self.self_kv, places, self.positions)
             self._move_cross(self._cross_rows_read()[places])
         positions = self.positions[rows]
