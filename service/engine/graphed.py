@@ -21,7 +21,9 @@ Where each write goes, so that no captured address ever changes:
   into the bucket's other self set (a gather cannot run in place; a copy back would cost a second one), each row at
   the place of the row before it at the same place within its sentence: the self sets take turns, and the encoder
   keys/values stay where they are (that place holds the row's sentence's), so a greedy batch never makes the
-  second self set;
+  second self set; a beam sentence's one row that becomes its beams after its first step is gathered the same way,
+  its other rows at free places (in a bucket of as many rows), where its encoder keys/values are gathered too (into
+  the other cross set);
 - a batch that outgrows its bucket or shrinks to half of it (rows, slots or source) is fitted into the new bucket's
   first sets, one copy (the cache graph fit); the encoder keys/values of sentences that join are gathered with the
   running rows' into the other cross set, at the first places no running row holds (one gather, faster than an
@@ -451,9 +453,9 @@ class BucketedDecoder:
             places[~first] = free_places(places[first], int(np.count_nonzero(~first)), bucket.shape.rows)
             order = np.arange(bucket.shape.rows)
             order[places] = self.places[cross_rows]
-            self.cross_set = 1 - self.cross_set
-            self._fit(bucket.cross_sets[1 - self.cross_set], order, bucket.shape.source,
-                      bucket.cross_sets[self.cross_set])
+            other = 1 - self.cross_set
+            self._fit(bucket.cross_sets[self.cross_set], order, bucket.shape.source, bucket.cross_sets[other])
+            self.cross_set = other
         order = np.arange(bucket.shape.rows)  # each place's row of the set before; a padding place's own
         order[places] = self.places[rows]
         other = 1 - self.self_set
