@@ -230,14 +230,12 @@ class RunningBatch:
             done, old_rows, tokens, scores = self._beam_sizes(top_tokens, top_logp, held)
         ended = [self.sentences[m] for m in np.flatnonzero(done)] if done.any() else []
         self.steps += 1
-        if ended:  # the rows that go on, in the order the sentences that stay go on in (filled_order)
-            order = filled_order(~done)
-            moved = block_items(self.beam_sizes[~done], (np.cumsum(~done) - 1)[order])
-            old_rows, tokens, scores = old_rows[moved], tokens[moved], scores[moved]
+        if ended or (held < self.beam_sizes).any():  # sentences left, or a beam sentence's row became its beams
+            order = filled_order(~done)  # the sentences that stay, in the order they go on in
+            if ended:
+                moved = block_items(self.beam_sizes[~done], (np.cumsum(~done) - 1)[order])
+                old_rows, tokens, scores = old_rows[moved], tokens[moved], scores[moved]
             self._keep(old_rows, order, block_items(held, order, self.beam_sizes))
-        elif (held < self.beam_sizes).any():  # a beam sentence's row became its beams: the rows after it move
-            everyone = np.arange(len(self))
-            self._keep(old_rows, everyone, block_items(held, everyone, self.beam_sizes))
         else:
             self._keep(old_rows)
         self.tokens, self.scores = tokens, scores
