@@ -11,8 +11,11 @@ gives what reference implementations give):
     ngram_repeats           how often an n-gram may occur (1, CTranslate2's; 2 lets a phrase stand twice, so that
                             only a loop is cut: an output in which no n-gram occurs three times is never changed)
 
-The decoder gives each row's `width` best tokens, not the whole vocabulary: a guarded step asks for EXTRA more, so
-that a row whose best tokens are taken out still has others, re-ranks them, and keeps the best `width`.
+The decoder gives each row's `width` best tokens, not the whole vocabulary: a step that the guards watch asks for
+EXTRA more, so that a row whose best tokens are taken out still has others, re-ranks them, and keeps the best
+`width`. The guards watch a step where they may change it (watching): at every step with a repetition penalty, and
+with the n-gram guard alone only where some row may complete a repeated n-gram. Any other step is the search's own,
+its candidates and their order the same: it asks for no more, and a greedy one for no log-probabilities.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ class RowGuards:
     repeats: np.ndarray  # (R,) ngram_repeats
     penalized: bool  # whether some row has a repetition penalty
     sizes: list[tuple[int, np.ndarray | None]]  # each n-gram size in use and its rows (None: every row)
+    # (R,) how often a row may hold its last token before the n-gram guard watches its next step (watching): its
+    # ngram_repeats, -1 for unigrams (any candidate may be held), the most an int holds without the guard
+    held_at_most: np.ndarray
 
 
 def per_row(options: Sequence[Guarded], rows: np.ndarray) -> RowGuards:
@@ -54,7 +60,17 @@ def per_row(options: Sequence[Guarded], rows: np.ndarray) -> RowGuards:
     penalty, size, repeats = values.repeat(rows, axis=0).T if len(values) else np.zeros((3, 0))
     size, repeats = size.astype(np.int64), repeats.astype(np.int64)
     sizes = [(int(n), None if (size == n).all() else np.flatnonzero(size == n)) for n in np.unique(size[size > 0])]
-    return RowGuards(penalty, repeats, bool((penalty != 1.0).any()), sizes)
+    held_at_most = np.where(size == 1, -1, np.where(size > 1, repeats, np.iinfo(np.int64).max))
+    return RowGuards(penalty, repeats, bool((penalty != 1.0).any()), sizes, held_at_most)
+
+
+def watching(history: np.ndarray, last: np.ndarray, guards: RowGuards) -> bool:
+    """Whether the guards may change the candidates of the rows' next step, whose last tokens are `last` (history
+    as apply() reads it): a repetition penalty re-scores every step, the n-gram guard only a row that may repeat.
+    That is may_repeat's test (the last token stands `repeats` times before) in one NumPy expression: a row's last
+    token is counted over its whole row, once more for itself, and the positions past its tokens may add more,
+    which only watches a step that need not be."""
+    return guards.penalized or bool(((history == last[:, None]).sum(axis=1) > guards.held_at_most).any())
 
 
 def apply(top_tokens: np.ndarray, top_logp: np.ndarray, history: np.ndarray, lengths: np.ndarray,

@@ -208,12 +208,11 @@ class RunningBatch:
         """Decode one token for every row; returns the sentences that ended at this step, which leave the batch."""
         widest = self.widest
         width = 2 * widest if widest > 1 else 1
-        top_tokens, top_logp = self.decoder.step(self.tokens, width + (guards.EXTRA if self.guarded else 0),
-                                                 log_probs=widest > 1 or self.guarded)
         held = self.beam_sizes if widest == 1 else self.held()
-        if self.guarded:  # the candidates re-scored from each row's history, the best `width` kept
-            if self.guard_options is None:
-                self.guard_options = guards.per_row([s.opts for s in self.sentences], held)
+        watched = self.guarded and self._watched(held)
+        top_tokens, top_logp = self.decoder.step(self.tokens, width + (guards.EXTRA if watched else 0),
+                                                 log_probs=widest > 1 or watched)
+        if watched:  # the candidates re-scored from each row's history, the best `width` kept
             top_tokens, top_logp = guards.apply(top_tokens, top_logp, self.history, self.steps.repeat(held),
                                                 self.guard_options, width)
         if self.forcing:
@@ -242,6 +241,12 @@ class RunningBatch:
         if self.rows:
             self.history[np.arange(self.rows), self.steps.repeat(self.beam_sizes) - 1] = tokens
         return ended
+
+    def _watched(self, held: np.ndarray) -> bool:
+        """Whether the repetition guards may change this step (guards.watching), the rows holding `held`."""
+        if self.guard_options is None:
+            self.guard_options = guards.per_row([s.opts for s in self.sentences], held)
+        return guards.watching(self.history, self.tokens, self.guard_options)
 
     def _beam_sizes(self, top_tokens: np.ndarray, top_logp: np.ndarray, held: np.ndarray) -> tuple[np.ndarray, ...]:
         """A step of sentences of several beam sizes, or of beam sentences at their first step (which hold one row,

@@ -89,6 +89,64 @@ def test_an_output_without_a_loop_is_unchanged_by_the_loop_guard():
     assert tokens.tolist() == [[9, 10]]
 
 
+class WidthRecordingDecoder(LoopingDecoder):
+    """LoopingDecoder that records what each step asks for: its width and whether log-probabilities."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[int, bool]] = []
+
+    def step(self, tokens: np.ndarray, width: int, log_probs: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        self.asked.append((width, log_probs))
+        return super().step(tokens, width)
+
+
+def test_the_loop_guard_widens_only_the_steps_it_may_change():
+    """A greedy step asks for guards.EXTRA more candidates, with log-probabilities, exactly where the row's last token
+    stands twice before with a token after it (it may then complete a 4-gram held twice); every other step asks what
+    greedy search alone asks: one token, no log-probabilities."""
+    decoder = WidthRecordingDecoder()
+    opts = SearchOptions(max_length=40, no_repeat_ngram_size=4, ngram_repeats=2)
+    tokens = search(decoder, [[4, EOS]], opts, CFG)[0][0].tokens
+    watched = [t > 0 and tokens[: t - 1].count(tokens[t - 1]) >= 2 for t in range(len(decoder.asked))]
+    assert 0 < sum(watched) < len(watched)
+    assert decoder.asked == [(1 + guards.EXTRA, True) if w else (1, False) for w in watched]
+
+
+def test_watching_says_where_the_guards_may_change_a_step():
+    def rows(*lengths: int) -> tuple[np.ndarray, np.ndarray]:
+        """The two rows' histories cut to these lengths (zeros past them) and their last tokens."""
+        history = np.array([[5, 6, 7, 5, 6, 7, 5, 0], [5, 6, 5, 9, 0, 0, 0, 0]])
+        history[np.arange(8) >= np.array(lengths)[:, None]] = 0
+        return history, history[[0, 1], np.array(lengths) - 1]
+
+    loop_guard = guards.per_row([SearchOptions(no_repeat_ngram_size=4, ngram_repeats=2)] * 2, np.array([1, 1]))
+    assert not guards.watching(*rows(6, 4), loop_guard)  # the last 7 stands once before, 9 never
+    assert not guards.watching(*rows(6, 3), loop_guard)  # the second row's last 5 once
+    assert guards.watching(*rows(7, 4), loop_guard)  # the first row's last 5 twice: "5 6 7" may recur
+    one_row_guarded = guards.per_row([SearchOptions(no_repeat_ngram_size=4, ngram_repeats=2), SearchOptions()],
+                                     np.array([1, 1]))
+    assert not guards.watching(*rows(6, 3), one_row_guarded)
+    assert guards.watching(*rows(7, 3), one_row_guarded)
+    assert not guards.watching(*rows(6, 3), guards.per_row([SearchOptions()] * 2, np.array([1, 1])))
+    unigrams = guards.per_row([SearchOptions(no_repeat_ngram_size=1)] * 2, np.array([1, 1]))
+    assert guards.watching(*rows(1, 1), unigrams)  # any candidate may be held already
+    penalty = guards.per_row([SearchOptions(repetition_penalty=1.2)] * 2, np.array([1, 1]))
+    assert guards.watching(*rows(1, 1), penalty)  # a penalty re-scores every step
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+@pytest.mark.parametrize("guard", [{"no_repeat_ngram_size": 4, "ngram_repeats": 2}, {"no_repeat_ngram_size": 2},
+                                   {"repetition_penalty": 1.5, "no_repeat_ngram_size": 3}])
+def test_steps_the_guards_do_not_watch_translate_as_watched_ones(beam: int, guard: dict, monkeypatch):
+    """Every step watched, as before the guards said where they may change one: the same hypotheses and scores."""
+    opts = SearchOptions(beam_size=beam, n_best=beam, max_length=40, **guard)
+    sources = [[4, EOS], [5, 4, EOS], [6, 6, 6, EOS]]
+    hypotheses = search(LoopingDecoder(), sources, opts, CFG)
+    monkeypatch.setattr(guards, "watching", lambda *_: True)
+    assert search(LoopingDecoder(), sources, opts, CFG) == hypotheses
+
+
 def test_guards_are_off_by_default():
     assert not guards.wanted(SearchOptions())
     assert translate(1) == translate(1, no_repeat_ngram_size=0, repetition_penalty=1.0)

@@ -250,10 +250,12 @@ class LogProbsRecordingDecoder(TableDecoder):
         return best, logp if log_probs else np.full_like(logp, np.nan)
 
 
-@pytest.mark.parametrize(("k", "guard", "asked"), [(1, {}, False), (1, {"no_repeat_ngram_size": 2}, True),
-                                                   (3, {}, True)])
+@pytest.mark.parametrize(("k", "guard", "asked"), [(1, {}, False), (3, {}, True),
+                                                   (3, {"no_repeat_ngram_size": 2}, True),
+                                                   (1, {"repetition_penalty": 1.2}, True)])
 def test_only_a_step_that_reads_log_probabilities_asks_for_them(k, guard, asked):
-    """Greedy search reads the best token alone; beams and the repetition guards read the log-probabilities."""
+    """Greedy search reads the best token alone; beams and a repetition penalty read the log-probabilities (the
+    n-gram guard only at the steps it may change: tests/test_guards.py)."""
     table = random_table(6, seed=3)
     decoder = LogProbsRecordingDecoder(table)
     opts = SearchOptions(beam_size=k, max_length=MAX_LENGTH, **guard)

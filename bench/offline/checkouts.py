@@ -2,7 +2,7 @@
 
     git worktree add /tmp/base COMMIT
     python -m bench.offline.checkouts /tmp/base [--rounds 4] [--sentences 64] [--batched-sentences 512]
-                                      [--batch-sizes 1 64] [--threads N] [--clock wall] [--precision fp32]
+                                      [--batch-sizes 1 64] [--threads N] [--clock wall] [--precision fp32] [--guards]
                                       [--model-dir models/en-de] [--other-model-dir DIR]
                                       [--out bench/results/checkouts.json]
 
@@ -15,7 +15,8 @@ after one small untimed run of each shape. --clock cpu times by the process's CP
 than the wall clock: with one thread, a measure of the work done that the programs beside it on a shared machine
 disturb much less (their share of the cores does not count, their use of the caches still does). Reported are the
 medians over the rounds and this checkout's ratio to the other (of sentences per second: above 1 is faster); the
-machine is noisy, so only the ratios of one run mean much.
+machine is noisy, so only the ratios of one run mean much. --guards: every translation with the service's repetition
+guards (its settings' defaults, as each checkout has them), as the service translates.
 """
 
 from __future__ import annotations
@@ -36,20 +37,24 @@ BEAMS = [1, 4]
 
 
 def measure(sentences: int, batched: int, precision: str, model_dir: str, threads: int, batch_sizes: list[int],
-            clock: str) -> dict[str, float]:
+            clock: str, guarded: bool = False) -> dict[str, float]:
     """Sentences/s of each shape, in the checkout first on sys.path (run in a process of its own)."""
     try:
         from core.corpus import load_test_set
     except ImportError:  # a checkout from before core.corpus
         from model.data import load_test_set
     from core.search import SearchOptions
+    from service.settings import Settings
     from service.translator import Translator
 
+    defaults = Settings()
+    guards = {"repetition_penalty": defaults.repetition_penalty, "no_repeat_ngram_size": defaults.no_repeat_ngram_size,
+              "ngram_repeats": defaults.ngram_repeats} if guarded else {}
     translator = Translator(Path(model_dir), precision, threads=threads)
     sources, _ = load_test_set()
     speeds = {}
     for beam, batch_size in [(beam, batch_size) for beam in BEAMS for batch_size in batch_sizes]:
-        texts, opts = sources[: sentences if batch_size == 1 else batched], SearchOptions(beam_size=beam)
+        texts, opts = sources[: sentences if batch_size == 1 else batched], SearchOptions(beam_size=beam, **guards)
         translator.translate(texts[:8], opts, batch_size=batch_size)
         now = time.process_time if clock == "cpu" else time.perf_counter
         started = now()
@@ -61,7 +66,7 @@ def measure(sentences: int, batched: int, precision: str, model_dir: str, thread
 def run_in(checkout: Path, args: argparse.Namespace, model_dir: Path) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     settings = [args.sentences, args.batched_sentences, args.precision, str(model_dir), args.threads,
-                args.batch_sizes, args.clock]
+                args.batch_sizes, args.clock, args.guards]
     command = [sys.executable, __file__, "--measure", json.dumps(settings)]
     done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.splitlines()[-1])
@@ -79,6 +84,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--precision", default="fp32", help="which graphs of each checkout's model folder")
     p.add_argument("--model-dir", type=Path, default=Path("models/en-de"), help="this checkout's model folder")
     p.add_argument("--other-model-dir", type=Path, help="the other checkout's (default: --model-dir)")
+    p.add_argument("--guards", action="store_true", help="with the service's repetition guards")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "checkouts.json")
     args = p.parse_args(argv)
     checkouts = {"this": REPO, "other": args.other.resolve()}
@@ -90,6 +96,7 @@ def main(argv: list[str] | None = None) -> dict:
     medians = {name: {shape: statistics.median(r[shape] for r in rs) for shape in rs[0]} for name, rs in runs.items()}
     result = {"checkouts": {k: str(v) for k, v in checkouts.items()}, "precision": args.precision,
               "model_dirs": {k: str(v) for k, v in model_dirs.items()}, "threads": args.threads, "clock": args.clock,
+              "guards": args.guards,
               "rounds": args.rounds, "runs": runs,
               "medians": medians, "ratio": {s: medians["this"][s] / medians["other"][s] for s in medians["this"]}}
     from bench.common.report import write_results  # here: the --measure side imports nothing from bench
