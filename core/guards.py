@@ -49,8 +49,8 @@ class RowGuards:
     repeats: np.ndarray  # (R,) ngram_repeats
     penalized: bool  # whether some row has a repetition penalty
     sizes: list[tuple[int, np.ndarray | None]]  # each n-gram size in use and its rows (None: every row)
-    # (R,) how often a row may hold its last token before the n-gram guard watches its next step (watching): its
-    # ngram_repeats, -1 for unigrams (any candidate may be held), the most an int holds without the guard
+    # (R,) how often a row may hold its last token before it may complete a repeated n-gram (may_repeat): its
+    # ngram_repeats, -1 for unigrams (any candidate may be held), the most an int holds without the n-gram guard
     held_at_most: np.ndarray
 
 
@@ -65,28 +65,24 @@ def per_row(options: Sequence[Guarded], rows: np.ndarray) -> RowGuards:
 
 
 def watching(history: np.ndarray, last: np.ndarray, guards: RowGuards) -> bool:
-    """Whether the guards may change the candidates of the rows' next step, whose last tokens are `last` (history
-    as apply() reads it): a repetition penalty re-scores every step, the n-gram guard only a row that may repeat.
-    That is may_repeat's test (the last token stands `repeats` times before) in one NumPy expression: a row's last
-    token is counted over its whole row, once more for itself, and the positions past its tokens may add more,
-    which only watches a step that need not be."""
-    return guards.penalized or bool(((history == last[:, None]).sum(axis=1) > guards.held_at_most).any())
+    """Whether the guards may change the candidates of the rows' next step (history and last as apply() reads
+    them): a repetition penalty re-scores every step, the n-gram guard only a row that may repeat (may_repeat)."""
+    return guards.penalized or bool(may_repeat(history, last, guards).any())
 
 
-def apply(top_tokens: np.ndarray, top_logp: np.ndarray, history: np.ndarray, lengths: np.ndarray,
+def apply(top_tokens: np.ndarray, top_logp: np.ndarray, history: np.ndarray, lengths: np.ndarray, last: np.ndarray,
           guards: RowGuards, width: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows' `width` best candidates once guarded: top_tokens, top_logp (R, W >= width) as the decoder gave them,
-    history (R, T) each row's tokens so far (the first lengths[r] of its row)."""
+    history (R, T) each row's tokens so far (the first lengths[r] of its row), last (R,) the token each row reads at
+    this step (its last, or <s> before its first)."""
     logp = top_logp
     if guards.penalized:
         held = np.arange(history.shape[1]) < lengths[:, None]  # (R, T)
         seen = ((history[:, None, :] == top_tokens[:, :, None]) & held[:, None, :]).any(axis=2)  # (R, W)
         logp = np.where(seen, logp * guards.penalty[:, None], logp)
+    may = may_repeat(history, last, guards)
     for n, rows in guards.sizes:
-        if rows is None:  # every row: no copies of the history
-            rows = np.flatnonzero(may_repeat(history, lengths, n, guards.repeats))
-        else:
-            rows = rows[may_repeat(history[rows], lengths[rows], n, guards.repeats[rows])]
+        rows = np.flatnonzero(may) if rows is None else rows[may[rows]]  # None: every row
         if len(rows):
             banned = repeated(top_tokens[rows], history[rows], lengths[rows], n, guards.repeats[rows])
             if logp is top_logp:
@@ -98,15 +94,14 @@ def apply(top_tokens: np.ndarray, top_logp: np.ndarray, history: np.ndarray, len
     return np.take_along_axis(top_tokens, order, axis=1), np.take_along_axis(logp, order, axis=1).astype(top_logp.dtype)
 
 
-def may_repeat(history: np.ndarray, lengths: np.ndarray, n: int, repeats: np.ndarray) -> np.ndarray:
+def may_repeat(history: np.ndarray, last: np.ndarray, guards: RowGuards) -> np.ndarray:
     """(R,): whether a row may complete an n-gram it holds `repeats` times already. It can only if its last token
     stands `repeats` times before, each with a token after it (an n-gram's (n-1)th); a cheap test that spares most
-    rows at most steps repeated()'s work."""
-    if n == 1:
-        return np.ones(len(history), dtype=bool)
-    last = history[np.arange(len(history)), np.maximum(lengths - 1, 0)]
-    earlier = np.arange(history.shape[1]) < (lengths - 1)[:, None]  # (R, T): positions with a token after them
-    return ((history == last[:, None]) & earlier).sum(axis=1) >= repeats
+    rows at most steps repeated()'s work, in one NumPy expression: the last token is counted over the whole row,
+    once more for itself (<s>, read before a row's first token, is in no history). Positions past a row's tokens
+    (zeros in the search's history) can only add to the count: a row named that cannot repeat costs repeated() its
+    work, and repeated(), which is exact, bans none of its candidates."""
+    return (history == last[:, None]).sum(axis=1) > guards.held_at_most
 
 
 def repeated(candidates: np.ndarray, history: np.ndarray, lengths: np.ndarray, n: int,

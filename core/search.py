@@ -214,7 +214,7 @@ class RunningBatch:
                                                  log_probs=widest > 1 or watched)
         if watched:  # the candidates re-scored from each row's history, the best `width` kept
             top_tokens, top_logp = guards.apply(top_tokens, top_logp, self.history, self.steps.repeat(held),
-                                                self.guard_options, width)
+                                                self.tokens, self.guard_options, width)
         if self.forcing:
             top_tokens, top_logp = self._force(top_tokens, top_logp, held)
         if widest == 1:

@@ -81,11 +81,11 @@ def test_an_output_without_a_loop_is_unchanged_by_the_loop_guard():
     candidates = np.array([[8, 9, 10]])
     logp = np.array([[-0.1, -0.2, -0.3]])
     options = guards.per_row([SearchOptions(no_repeat_ngram_size=4, ngram_repeats=2)], np.array([1]))
-    tokens, scores = guards.apply(candidates, logp, history, np.array([7]), options, 3)
+    tokens, scores = guards.apply(candidates, logp, history, np.array([7]), history[:, 6], options, 3)
     assert tokens.tolist() == [[8, 9, 10]] and scores.tolist() == logp.tolist()
     # "5 6 7 8" held twice: 8 after "5 6 7" would be its third
     history = np.array([[5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7, 0]])
-    tokens, _ = guards.apply(candidates, logp, history, np.array([11]), options, 2)
+    tokens, _ = guards.apply(candidates, logp, history, np.array([11]), history[:, 10], options, 2)
     assert tokens.tolist() == [[9, 10]]
 
 
@@ -182,6 +182,8 @@ def test_may_repeat_spares_no_row_with_a_banned_candidate(n: int, repeats: int):
     candidates = rng.integers(4, 8, size=(rows, 4))
     repeats_per_row = np.full(rows, repeats)
     banned = guards.repeated(candidates, history, lengths, n, repeats_per_row).any(axis=1)
-    may = guards.may_repeat(history, lengths, n, repeats_per_row)
+    last = np.where(lengths > 0, history[np.arange(rows), lengths - 1], 2)  # <s> before a row's first token
+    options = guards.per_row([SearchOptions(no_repeat_ngram_size=n, ngram_repeats=repeats)], np.array([rows]))
+    may = guards.may_repeat(history, last, options)
     assert banned.any() and not (banned & ~may).any()
     assert (~may).any()
