@@ -27,6 +27,7 @@ from typing import Protocol
 import numpy as np
 
 EXTRA = 8  # candidates a guarded step asks the decoder for beyond the search's own width
+UNGUARDED = np.iinfo(np.int64).max  # RowGuards.held_at_most of a row without the n-gram guard
 
 
 class Guarded(Protocol):
@@ -55,13 +56,19 @@ class RowGuards:
 
 
 def per_row(options: Sequence[Guarded], rows: np.ndarray) -> RowGuards:
-    """The rows' guards: the options of each sentence, which has rows[i] rows."""
-    values = np.array([(o.repetition_penalty, o.no_repeat_ngram_size, o.ngram_repeats) for o in options])
-    penalty, size, repeats = values.repeat(rows, axis=0).T if len(values) else np.zeros((3, 0))
-    size, repeats = size.astype(np.int64), repeats.astype(np.int64)
-    sizes = [(int(n), None if (size == n).all() else np.flatnonzero(size == n)) for n in np.unique(size[size > 0])]
-    held_at_most = np.where(size == 1, -1, np.where(size > 1, repeats, np.iinfo(np.int64).max))
-    return RowGuards(penalty, repeats, bool((penalty != 1.0).any()), sizes, held_at_most)
+    """The rows' guards: the options of each sentence, which has rows[i] rows. Made once per change of a running
+    batch's sentences (a lone client's every sentence), so the per-sentence work is Python's, a NumPy call a field."""
+    def each_row(values: list, dtype: type) -> np.ndarray:
+        return np.repeat(np.array(values, dtype=dtype), rows)
+
+    size = [o.no_repeat_ngram_size for o in options]
+    held_at_most = [-1 if n == 1 else o.ngram_repeats if n > 1 else UNGUARDED for n, o in zip(size, options)]
+    penalty = [o.repetition_penalty for o in options]
+    size_of_row = each_row(size, np.int64)
+    sizes = [(n, None if size.count(n) == len(size) else np.flatnonzero(size_of_row == n))
+             for n in sorted(set(size) - {0})]
+    return RowGuards(each_row(penalty, np.float64), each_row([o.ngram_repeats for o in options], np.int64),
+                     any(p != 1.0 for p in penalty), sizes, each_row(held_at_most, np.int64))
 
 
 def watching(history: np.ndarray, last: np.ndarray, guards: RowGuards) -> bool:
