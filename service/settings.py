@@ -104,9 +104,10 @@ class Settings(BaseSettings):
         "once it holds half as many (BENCHMARKS.md#cuda-graphs-how-many-rows-a-bucket-holds)"
     )
     kernels: bool = Field(
-        True, description="on the CPU provider, run the decoder step with kernels of our own: each attention, and "
-        "the best tokens' log-probabilities (service/engine/kernels, built by `make serve`; docs/decisions.md); where "
-        "they are not built, or the graph is not of our export, the reason is logged and the step runs as exported"
+        True, description="on the CPU provider, run the decoder step with kernels of our own: each attention, the "
+        "best tokens' log-probabilities, and on CPUs with AVX-512 the projections of weights exported in fp16, read "
+        "in fp16 (service/engine/kernels, built by `make serve`; docs/decisions.md); where they are not built, or the "
+        "graph is not of our export, the reason is logged and the step runs as exported"
     )
     max_batch_sentences: int = Field(
         64, ge=1, description="sentences in the running batch at once (beams count once); the first sentence of a "

@@ -20,6 +20,7 @@ from bench.offline.gpu_check import Bucket, step_arrays
 from bench.studies.decoding_attention import BoundStep, agreement
 from core.folder import GraphIO
 from core.search import SearchOptions
+from export.__main__ import store_exact_weights_in_fp16
 from export.graphs import export_decoder
 from export.quantize import quantize_int8
 from model.config import preset
@@ -27,7 +28,7 @@ from model.transformer import Transformer
 from service.engine import sessions
 from service.engine.cache_graphs import move_graph
 from service.engine.decoder import SlotTableDecoder
-from service.engine.kernels import built_library
+from service.engine.kernels import built_library, half_weights
 from service.engine.kernels.graph import CROSS_FROM, SLOT_ROWS, KernelsRefused, with_kernels
 from service.engine.translator import Translator
 
@@ -103,6 +104,37 @@ def test_caches_with_room_after_the_rows_give_the_rows_the_same_step(library, gr
     fewer = {**arrays, **{name: arrays[name][: rows - 1] for name in names}}
     with pytest.raises(RuntimeError, match="a row for each row"):
         BoundStep(graphs["kernels"], fewer).run()
+
+
+@pytest.fixture(scope="module")
+def half_graphs(tmp_path_factory, model: Transformer) -> dict[str, Path]:
+    """The step of the model rounded to fp16 and exported as the shipped folders are (each weight that fp16 holds
+    stored as fp16 and cast to float), rewritten with our kernels: with the fp16-weight projections and without."""
+    folder = tmp_path_factory.mktemp("half")
+    rounded = Transformer(model.cfg).eval()
+    rounded.load_state_dict({name: value.half().float() if value.is_floating_point() else value
+                             for name, value in model.state_dict().items()})
+    export_decoder(rounded, folder / "export.onnx")
+    store_exact_weights_in_fp16(folder / "export.onnx")
+    for half in (False, True):
+        onnx.save(with_kernels(onnx.load(str(folder / "export.onnx")), half), str(folder / f"half-{half}.onnx"))
+    return {"export": folder / "export.onnx", "full": folder / "half-False.onnx", "half": folder / "half-True.onnx"}
+
+
+@pytest.mark.parametrize("rows", [1, 5, 16])
+def test_the_fp16_weight_projections_give_the_step_to_the_bit(library, half_graphs, model, rows):
+    """Every projection (each layer's, the output's, a Relu after one in it) reads its weight in fp16, and the step
+    gives the same logits, caches and top-k as ONNX Runtime's projections over the float weights, to the bit."""
+    if not half_weights(library):
+        pytest.skip("this CPU does not run ours.HalfGemm (AVX-512): the rewrite leaves the projections to ONNX Runtime")
+    projections = [n for n in onnx.load(str(half_graphs["export"])).graph.node if n.op_type in ("Gemm", "MatMul")]
+    ops = [n.op_type for n in onnx.load(str(half_graphs["half"])).graph.node]
+    assert ops.count("HalfGemm") == len(projections) and not {"Gemm", "MatMul", "Relu"} & set(ops)
+    arrays = step_arrays(Bucket(rows, slots=16, source=11), model.cfg, np.random.default_rng(rows))
+    full, half = BoundStep(half_graphs["full"], arrays).run(), BoundStep(half_graphs["half"], arrays).run()
+    assert full.keys() == half.keys()
+    for name in full:
+        np.testing.assert_array_equal(half[name], full[name], err_msg=name)
 
 
 def test_a_pre_ln_steps_sums_stay_as_they_are_and_it_computes_the_exported_step(library, tmp_path):

@@ -68,6 +68,7 @@ def prepare(model_dir: Path, decoder: str, out: Path, kernels: bool) -> None:
 
     from core.folder import GraphIO
     from service.engine.cache_graphs import fit_graph, join_graph, move_graph, select_graph
+    from service.engine.kernels import built_library, half_weights
     from service.engine.kernels.graph import KernelsRefused, with_kernels
 
     # without its weights where they are external data: a large model's stay there, where the step's session reads
@@ -82,7 +83,9 @@ def prepare(model_dir: Path, decoder: str, out: Path, kernels: bool) -> None:
         (out / f"{name}.onnx").write_bytes(graph(count, dtype))
     if kernels:
         try:
-            (out / f"{STEP}.onnx").write_bytes(with_kernels(step).SerializeToString())
+            library = built_library()
+            halves = library is not None and half_weights(library)
+            (out / f"{STEP}.onnx").write_bytes(with_kernels(step, halves).SerializeToString())
             (out / f"{MOVE}.onnx").write_bytes(move_graph(count))
         except KernelsRefused as why:
             (out / REFUSED).write_text(str(why))

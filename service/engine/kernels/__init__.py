@@ -5,12 +5,14 @@ and attends with ONNX's Attention node, building an index and a mask for them, a
 portable, and what CUDA runs. On the CPU, ModelSessions instead registers the library built from decoder_step.cc
 (service.engine.kernels.build) and runs the same step with operators of ours in their place
 (service.engine.kernels.graph): each attention one kernel (the slot write, the dot products, the softmax and the
-weighted sum), a residual sum and its LayerNorm one kernel, and the best tokens' log-probabilities found without
-writing the vocabulary's (docs/decisions.md).
+weighted sum), a residual sum and its LayerNorm one kernel, the best tokens' log-probabilities found without
+writing the vocabulary's, and, on CPUs with AVX-512, each projection of a weight exported in fp16 reading it in fp16,
+summed in ONNX Runtime's order (docs/decisions.md).
 """
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("decoder_step.cc")
@@ -23,6 +25,11 @@ CROSS_FROM = "cross_from"
 class KernelsRefused(ValueError):
     """The kernels cannot run this step: the library is not built, or the graph is not the exported step whose
     attention they replace (service.engine.kernels.graph)."""
+
+
+def half_weights(library: Path) -> bool:
+    """Whether this CPU runs the library's fp16-weight projections (ours.HalfGemm: AVX-512), as the library says."""
+    return bool(ctypes.CDLL(str(library)).HalfWeights())
 
 
 def built_library() -> Path | None:

@@ -25,6 +25,13 @@
 //     LayerNormalization(x + skip, scale, bias) over the last axis, epsilon its attribute: a post-LN layer's residual
 //     sum and the LayerNorm after it in one node (one pass over the sum fewer, and one node's overhead fewer, at a
 //     step of a few rows most of their time).
+// ours.HalfGemm(x, w, bias; columns, relu) -> y
+//     y = x W + bias, then max(y, 0) where relu: x (..., K); W (S, K, 64) fp16, the rewrite's packing of a (K, columns)
+//     weight whose values are fp16's (exported as fp16 and cast), in strips of 64 output columns (the last padded
+//     with zeros); bias (S * 64,) or empty (0,): none. Each output sums over K in blocks of 256, each block from zero
+//     and added in order, the bias first: the order in which ONNX Runtime's Gemm and MatMul (MLAS) sum on the CPUs
+//     that run it (AVX-512), so that y is theirs to the bit, with the weights read at half the bytes. A step of a
+//     few rows reads every weight for little arithmetic: its time is the bytes it reads.
 // ours.MoveRows(x, rows, lengths) -> y
 //     x (N, H, L, Dh), lengths (K,) int64 (K <= N): the slots in use of x's first K rows; rows (M,) int64 (M <= N),
 //     each one of those K (M > K where a beam's first row becomes its beams, into the rows after the K). y has x's shape: y = x, then y[i] = x[rows[i]] for i < M, of each head only the first
@@ -42,6 +49,8 @@
 #define ORT_API_MANUAL_INIT
 #include "onnxruntime_cxx_api.h"
 #undef ORT_API_MANUAL_INIT
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -517,6 +526,108 @@ struct AddLayerNormKernel {
   }
 };
 
+// HalfGemm's arithmetic, compiled for AVX-512 whatever the library's -march (HalfWeights() says whether this CPU
+// runs it). STRIP output columns are four 16-lane vectors; a row's sums over a K block run in them, R rows at a time,
+// so that each weight converted from fp16 serves R rows. Its additions are builtins (add_in_order) that the
+// library's -fassociative-math cannot reorder: the order is what makes the outputs MLAS's.
+constexpr int64_t STRIP = 64, K_BLOCK = 256;
+
+#define AVX512 __attribute__((target("avx512f")))
+
+AVX512 inline __m512 add_in_order(__m512 a, __m512 b) { return _mm512_add_round_ps(a, b, _MM_FROUND_CUR_DIRECTION); }
+
+template <int R>
+AVX512 void strip_rows(const float* x, int64_t K, const uint16_t* w, const float* bias, bool relu, float* y,
+                       int64_t ldy, int64_t width) {
+  __m512 sum[R][4], block[R][4];
+  for (int64_t k0 = 0; k0 < K; k0 += K_BLOCK) {
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < 4; ++j) block[r][j] = _mm512_setzero_ps();
+    for (int64_t k = k0; k < std::min(k0 + K_BLOCK, K); ++k) {
+      const uint16_t* wk = w + k * STRIP;
+      __m512 b[4];
+      for (int j = 0; j < 4; ++j) {
+        b[j] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wk + 16 * j)));
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m512 a = _mm512_set1_ps(x[r * K + k]);
+        for (int j = 0; j < 4; ++j) block[r][j] = _mm512_fmadd_ps(a, b[j], block[r][j]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < 4; ++j) {
+        if (k0 > 0) sum[r][j] = add_in_order(sum[r][j], block[r][j]);
+        else sum[r][j] = bias ? add_in_order(_mm512_loadu_ps(bias + 16 * j), block[r][j]) : block[r][j];
+      }
+  }
+  for (int r = 0; r < R; ++r) {
+    alignas(64) float row[STRIP];
+    for (int j = 0; j < 4; ++j) {
+      _mm512_store_ps(row + 16 * j, relu ? _mm512_max_ps(sum[r][j], _mm512_setzero_ps()) : sum[r][j]);
+    }
+    std::memcpy(y + r * ldy, row, static_cast<size_t>(width) * sizeof(float));
+  }
+}
+
+// One strip of output columns, for every row, for ParallelFor.
+struct HalfGemmStrips {
+  const float* x;
+  const uint16_t* w;
+  const float* bias;  // nullptr: none
+  int64_t rows, K, columns;
+  bool relu;
+  float* y;
+
+  static void run(void* strips, size_t s) { static_cast<HalfGemmStrips*>(strips)->strip(static_cast<int64_t>(s)); }
+
+  void strip(int64_t s) {
+    const uint16_t* ws = w + s * K * STRIP;
+    const float* bs = bias ? bias + s * STRIP : nullptr;
+    const int64_t first = s * STRIP, width = std::min(STRIP, columns - first);
+    int64_t r = 0;
+    for (; r + 6 <= rows; r += 6) strip_rows<6>(x + r * K, K, ws, bs, relu, y + r * columns + first, columns, width);
+    const float* xr = x + r * K;
+    float* yr = y + r * columns + first;
+    switch (rows - r) {
+      case 5: strip_rows<5>(xr, K, ws, bs, relu, yr, columns, width); break;
+      case 4: strip_rows<4>(xr, K, ws, bs, relu, yr, columns, width); break;
+      case 3: strip_rows<3>(xr, K, ws, bs, relu, yr, columns, width); break;
+      case 2: strip_rows<2>(xr, K, ws, bs, relu, yr, columns, width); break;
+      case 1: strip_rows<1>(xr, K, ws, bs, relu, yr, columns, width); break;
+      default: break;
+    }
+  }
+};
+
+struct HalfGemmKernel {
+  int64_t columns;
+  bool relu;
+
+  HalfGemmKernel(const OrtApi&, const OrtKernelInfo* info)
+      : columns(Ort::ConstKernelInfo(info).GetAttribute<int64_t>("columns")),
+        relu(Ort::ConstKernelInfo(info).GetAttribute<int64_t>("relu") != 0) {}
+
+  void Compute(OrtKernelContext* context) {
+    Ort::KernelContext ctx(context);
+    auto x = ctx.GetInput(0), w = ctx.GetInput(1), bias = ctx.GetInput(2);
+    std::vector<int64_t> shape = x.GetTensorTypeAndShapeInfo().GetShape();
+    const std::vector<int64_t> packed = w.GetTensorTypeAndShapeInfo().GetShape();
+    const int64_t K = shape.empty() ? 0 : shape.back(), strips = (columns + STRIP - 1) / STRIP;
+    const int64_t biased = static_cast<int64_t>(bias.GetTensorTypeAndShapeInfo().GetElementCount());
+    if (packed.size() != 3 || packed[0] != strips || packed[1] != K || packed[2] != STRIP ||
+        (biased != 0 && biased != strips * STRIP)) {
+      ORT_CXX_API_THROW("HalfGemm: w must be (ceil(columns / 64), K, 64) for x's last axis K, and bias empty or "
+                        "64 a strip", ORT_INVALID_ARGUMENT);
+    }
+    const int64_t rows = K > 0 ? static_cast<int64_t>(x.GetTensorTypeAndShapeInfo().GetElementCount()) / K : 0;
+    shape.back() = columns;
+    HalfGemmStrips work{x.GetTensorData<float>(), w.GetTensorData<uint16_t>(),
+                        biased ? bias.GetTensorData<float>() : nullptr, rows, K, columns, relu,
+                        ctx.GetOutput(0, shape).GetTensorMutableData<float>()};
+    if (rows > 0) ctx.ParallelFor(HalfGemmStrips::run, static_cast<size_t>(strips), 0, &work);
+  }
+};
+
 struct MoveRowsKernel {
   MoveRowsKernel(const OrtApi&, const OrtKernelInfo*) {}
 
@@ -542,6 +653,7 @@ constexpr ONNXTensorElementDataType FLOAT = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
 constexpr ONNXTensorElementDataType INT64 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
 
 constexpr ONNXTensorElementDataType BOOL = ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL;
+constexpr ONNXTensorElementDataType HALF = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
 
 // An operator of ours on the CPU provider: its name, its inputs' and outputs' types, and the kernel that runs it.
 template <typename Kernel>
@@ -568,8 +680,12 @@ Operator<CrossAttentionKernel> cross_attention{"DecoderCrossAttention", {FLOAT, 
 Operator<TopLogSoftmaxKernel> top_log_softmax{"TopLogSoftmax", {FLOAT, INT64}, {FLOAT, INT64}};
 Operator<MoveRowsKernel> move_rows{"MoveRows", {FLOAT, INT64, INT64}, {FLOAT}};
 Operator<AddLayerNormKernel> add_layer_norm{"AddLayerNorm", {FLOAT, FLOAT, FLOAT, FLOAT}, {FLOAT}};
+Operator<HalfGemmKernel> half_gemm{"HalfGemm", {FLOAT, HALF, FLOAT}, {FLOAT}};
 
 }  // namespace
+
+// Whether this CPU runs ours.HalfGemm (service.engine.kernels.graph puts it in only where it does).
+extern "C" int HalfWeights() { return __builtin_cpu_supports("avx512f") ? 1 : 0; }
 
 // What SessionOptions.register_custom_ops_library calls: the operators, in the domain "ours".
 extern "C" OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api) {
@@ -585,6 +701,7 @@ extern "C" OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options,
     ours->Add(&top_log_softmax);
     ours->Add(&move_rows);
     ours->Add(&add_layer_norm);
+    ours->Add(&half_gemm);
     return ours;
   }();
   Ort::UnownedSessionOptions(options).Add(*domain);

@@ -12,18 +12,23 @@ puts in their place
     ours.TopLogSoftmax(logits, width) -> top_logp, top_tokens
 and each residual sum that a LayerNormalization alone reads (a post-LN sub-layer's) with that LayerNormalization as
     ours.AddLayerNorm(x, skip, scale, bias; epsilon) -> y
-and drops what nothing reads any more (the index, the masks, the reshapes). slot_rows is an input the rewrite adds
-(SLOT_ROWS: which row of the caches holds each slot of a row, decoder_step.cc; an empty (0, 0) table: every row's
-slots its own, as the exported step reads them); so is cross_from (CROSS_FROM: the row of the encoder's keys and
-values each row reads, its sentence's first; empty (0,): its own). Every name the rest of the graph reads
+and, where this CPU runs it (half_weights), each projection whose weight is exported as fp16 and cast to float
+(Gemm, or MatMul by that weight or its transpose), with a Relu that alone reads it, as
+    ours.HalfGemm(x, packed weight, bias; columns, relu) -> y
+reading the weight packed in fp16 (packed_half) at half the bytes, to the bit what ONNX Runtime's projection gives;
+and drops what nothing reads any more (the index, the masks, the reshapes, the casts). slot_rows is an input the
+rewrite adds (SLOT_ROWS: which row of the caches holds each slot of a row, decoder_step.cc; an empty (0, 0) table:
+every row's slots its own, as the exported step reads them); so is cross_from (CROSS_FROM: the row of the encoder's
+keys and values each row reads, its sentence's first; empty (0,): its own). Every name the rest of the graph reads
 stays, so the int8 graphs, whose projections differ, rewrite alike. A graph of another shape is refused with the
 reason (KernelsRefused), and its session runs the step as exported.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
-from onnx import NodeProto, helper
+from onnx import NodeProto, helper, numpy_helper
 
 from core.folder import GraphIO
 from service.engine.kernels import CROSS_FROM, DOMAIN, SLOT_ROWS, KernelsRefused
@@ -31,9 +36,10 @@ from service.engine.kernels import CROSS_FROM, DOMAIN, SLOT_ROWS, KernelsRefused
 DEFAULT_EPSILON = 1e-5  # LayerNormalization's, where the node names none
 
 
-def with_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
+def with_kernels(model: onnx.ModelProto, half_weights: bool = False) -> onnx.ModelProto:
     """The decoder step `model`, rewritten in place, with ours in place of every Attention node, the slot writes
-    before it, and the top-k. Its weights are left where they are (in the graph, or beside it in external data)."""
+    before it, and the top-k; with `half_weights` (this CPU runs ours.HalfGemm), its fp16 projections too. Its other
+    weights are left where they are (in the graph, or beside it in external data)."""
     graph = model.graph
     producer = {out: node for node in graph.node for out in node.output}
     inputs = {x.name for x in graph.input}
@@ -74,6 +80,8 @@ def with_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
     replaced[top_k.output[0]] = helper.make_node("TopLogSoftmax", [log_softmax.input[0], top_k.input[1]],
                                                  list(top_k.output), domain=DOMAIN, name="top_log_softmax_ours")
     replaced.update(residual_norms(graph, producer))
+    if half_weights:
+        replaced.update(half_projections(graph, producer))
 
     nodes = [replaced.get(node.output[0], node) for node in graph.node]
     del graph.node[:]
@@ -111,6 +119,103 @@ def residual_norms(graph: onnx.GraphProto, producer: dict[str, NodeProto]) -> di
         fused[norm.output[0]] = helper.make_node("AddLayerNorm", [*add.input, *norm.input[1:]], list(norm.output),
                                                  domain=DOMAIN, name=f"{norm.name}_ours", epsilon=epsilon)
     return fused
+
+
+def half_projections(graph: onnx.GraphProto, producer: dict[str, NodeProto]) -> dict[str, NodeProto | None]:
+    """Each projection whose weight is an fp16 initializer in the graph cast to float (projection), and the Relu that
+    alone reads it, as one ours.HalfGemm: replacements by first output, as with_kernels keeps them. Its packed weight
+    and its bias (padded to the strips; empty for none) join the graph's initializers."""
+    weights = {w.name: w for w in graph.initializer}
+    readers: dict[str, list[NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    outputs = {x.name for x in graph.output}
+    fused: dict[str, NodeProto | None] = {}
+    for node in graph.node:
+        found = projection(node, producer, weights)
+        if found is None:
+            continue
+        weight, bias = found
+        after = readers.get(node.output[0], [])
+        relu = len(after) == 1 and after[0].op_type == "Relu" and node.output[0] not in outputs
+        packed, padded = f"{node.name}_half_weight", f"{node.name}_half_bias"
+        graph.initializer.extend([numpy_helper.from_array(packed_half(weight), packed),
+                                  numpy_helper.from_array(padded_bias(bias, weight.shape[1]), padded)])
+        output = after[0].output[0] if relu else node.output[0]
+        half = helper.make_node("HalfGemm", [node.input[0], packed, padded], [output], domain=DOMAIN,
+                                name=f"{node.name}_half", columns=weight.shape[1], relu=int(relu))
+        fused[node.output[0]] = None if relu else half
+        if relu:
+            fused[output] = half
+    return fused
+
+
+def projection(node: NodeProto, producer: dict[str, NodeProto],
+               weights: dict[str, onnx.TensorProto]) -> tuple[np.ndarray, np.ndarray] | None:
+    """A Gemm's (x W + b, W maybe transposed) or a MatMul's (x W, W maybe a Transpose's output) weight as (K, N) fp16
+    values and its (N,) bias (empty for none), where W is an fp16 initializer cast to float; else None."""
+    if node.op_type == "Gemm" and len(node.input) in (2, 3):
+        transposed = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "transB"), 0)
+        if not attributes(node, {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": transposed}):
+            return None
+        weight = fp16_cast(node.input[1], producer, weights)
+        bias = float_values(node.input[2], producer, weights) if len(node.input) == 3 else np.zeros(0, np.float32)
+    elif node.op_type == "MatMul":
+        source = producer.get(node.input[1])
+        transposed = source is not None and source.op_type == "Transpose" and attributes(source, {"perm": [1, 0]})
+        weight = fp16_cast(source.input[0] if transposed else node.input[1], producer, weights)
+        bias = np.zeros(0, np.float32)
+    else:
+        return None
+    if weight is None or weight.ndim != 2 or bias is None:
+        return None
+    weight = weight.T if transposed else weight
+    return (weight, bias) if bias.size in (0, weight.shape[1]) else None
+
+
+def fp16_cast(name: str, producer: dict[str, NodeProto], weights: dict[str, onnx.TensorProto]) -> np.ndarray | None:
+    """The fp16 values of the initializer in the graph that `name` is the float cast of; None where it is not one."""
+    cast = producer.get(name)
+    if cast is None or cast.op_type != "Cast" or not attributes(cast, {"to": onnx.TensorProto.FLOAT}):
+        return None
+    weight = weights.get(cast.input[0])
+    if (weight is None or weight.data_type != onnx.TensorProto.FLOAT16
+            or weight.data_location == onnx.TensorProto.EXTERNAL):
+        return None
+    return numpy_helper.to_array(weight)
+
+
+def float_values(name: str, producer: dict[str, NodeProto], weights: dict[str, onnx.TensorProto]) -> np.ndarray | None:
+    """The values of a float initializer in the graph, or of an fp16 one's float cast, flat; None for anything else."""
+    half = fp16_cast(name, producer, weights)
+    if half is not None:
+        return half.astype(np.float32).reshape(-1)
+    weight = weights.get(name)
+    if (weight is None or weight.data_type != onnx.TensorProto.FLOAT
+            or weight.data_location == onnx.TensorProto.EXTERNAL):
+        return None
+    return numpy_helper.to_array(weight).reshape(-1)
+
+
+STRIP = 64  # HalfGemm's strip of output columns (decoder_step.cc)
+
+
+def packed_half(weight: np.ndarray) -> np.ndarray:
+    """A (K, N) fp16 weight as HalfGemm reads it: (ceil(N / 64), K, 64), strip s holding columns 64 s to 64 s + 63
+    (the last strip's past N zeros), each strip's K rows of 64 side by side."""
+    k, n = weight.shape
+    strips = -(-n // STRIP)
+    padded = np.zeros((k, strips * STRIP), dtype=np.float16)
+    padded[:, :n] = weight
+    return np.ascontiguousarray(padded.reshape(k, strips, STRIP).transpose(1, 0, 2))
+
+
+def padded_bias(bias: np.ndarray, columns: int) -> np.ndarray:
+    """HalfGemm's bias: the (N,) float bias padded with zeros to the strips, or empty for none."""
+    if not bias.size:
+        return np.zeros(0, dtype=np.float32)
+    return np.concatenate([bias.astype(np.float32), np.zeros(-columns % STRIP, dtype=np.float32)])
 
 
 def attributes(node: NodeProto, wanted: dict[str, int]) -> bool:
