@@ -64,11 +64,12 @@ TINY_MODEL_TEXTS = (
 )
 
 
-def export_tiny_model(out: Path, spm: Path, source: str, target: str, seed: int) -> Path:
+def export_tiny_model(out: Path, spm: Path, source: str, target: str, seed: int, rounded: bool = False) -> Path:
     """A random-weight model folder translating source -> target (its SentencePiece model serves both sides).
 
     Its weights are drawn at a scale (pre-LN, std 0.3) that makes the output depend on the source, so a test can
-    tell one sentence's translation from another's.
+    tell one sentence's translation from another's. `rounded`: the weights rounded to fp16, as model.package rounds
+    the shipped ones, so that the export stores them as fp16 with a Cast.
     """
     import torch
 
@@ -81,7 +82,8 @@ def export_tiny_model(out: Path, spm: Path, source: str, target: str, seed: int)
     model = Transformer(cfg).eval()
     with torch.no_grad():
         for p in model.parameters():
-            p.copy_(torch.randn_like(p) * 0.3)
+            drawn = torch.randn_like(p) * 0.3
+            p.copy_(drawn.half().float() if rounded else drawn)
     out.mkdir(parents=True)
     torch.save({"config": cfg.to_dict(), "model": model.state_dict()}, out / "model.pt")
     export_model(out / "model.pt", out, spm, ["fp32"])
@@ -100,6 +102,12 @@ def tiny_model_dir(tmp_path_factory, tiny_spm: Path) -> Path:
     """An exported en-de model folder with random weights: tiny and fast, it translates into garbage that depends
     on the source. Exporting takes some 10 seconds."""
     return export_tiny_model(tmp_path_factory.mktemp("tiny-model") / "model", tiny_spm, "en", "de", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_rounded_dir(tmp_path_factory, tiny_spm: Path) -> Path:
+    """The tiny en-de model folder with its weights rounded to fp16, exported as the shipped folders are."""
+    return export_tiny_model(tmp_path_factory.mktemp("tiny-rounded") / "model", tiny_spm, "en", "de", 0, rounded=True)
 
 
 @pytest.fixture(scope="session")

@@ -30,6 +30,7 @@ from service.engine.cache_graphs import move_graph
 from service.engine.decoder import SlotTableDecoder
 from service.engine.kernels import built_library, half_weights
 from service.engine.kernels.graph import CROSS_FROM, SLOT_ROWS, KernelsRefused, with_kernels
+from service.engine.prepare import prepared_graphs
 from service.engine.translator import Translator
 
 pytestmark = [
@@ -135,6 +136,41 @@ def test_the_fp16_weight_projections_give_the_step_to_the_bit(library, half_grap
     assert full.keys() == half.keys()
     for name in full:
         np.testing.assert_array_equal(half[name], full[name], err_msg=name)
+
+
+def test_the_encoders_fp16_weight_projections_give_its_outputs_to_the_bit(library, tiny_rounded_dir):
+    """The encoder of a folder exported as the shipped ones are is prepared with every projection (each with the Add
+    of its bias, the FFN's with its Relu) as ours.HalfGemm, and its keys and values are the exported encoder's to the
+    bit, padding and all."""
+    if not half_weights(library):
+        pytest.skip("this CPU does not run ours.HalfGemm (AVX-512): the encoder runs as exported")
+    exported = onnx.load(str(tiny_rounded_dir / "encoder.onnx"))
+    prepared = prepared_graphs(tiny_rounded_dir, "decoder.onnx", "encoder.onnx", kernels=True)
+    ops = [node.op_type for node in onnx.load_from_string(prepared.encoder).graph.node]
+    assert ops.count("HalfGemm") == [n.op_type for n in exported.graph.node].count("MatMul") > 0
+    assert not {"MatMul", "Relu"} & set(ops)
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(str(library))
+    encoders = [ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"],
+                                     disabled_optimizers=sessions.CPU_UNFUSED)  # as the service's CPU sessions
+                for graph in (exported.SerializeToString(), prepared.encoder)]
+    rng = np.random.default_rng(0)
+    for rows, length in [(1, 7), (3, 12), (7, 5)]:
+        src = rng.integers(4, 90, (rows, length))
+        src_mask = np.arange(length) < rng.integers(1, length + 1, rows)[:, None]
+        theirs, ours = (encoder.run(None, {GraphIO.SRC: src, GraphIO.SRC_MASK: src_mask}) for encoder in encoders)
+        for a, b in zip(theirs, ours, strict=True):
+            np.testing.assert_array_equal(b, a)
+
+
+def test_a_rounded_models_translations_with_the_kernels_are_the_exports(tiny_rounded_dir, sentence_pairs):
+    """A folder whose step and encoder read their weights in fp16 translates as the graphs as exported."""
+    texts, opts = [source for source, _ in sentence_pairs], SearchOptions(beam_size=4, n_best=2)
+    expected = Translator(tiny_rounded_dir, provider="cpu", threads=1, kernels=False).translate(texts, opts, 3)
+    got = Translator(tiny_rounded_dir, provider="cpu", threads=2).translate(texts, opts, 3)
+    assert [[t.text for t in n_best] for n_best in got] == [[t.text for t in n_best] for n_best in expected]
+    np.testing.assert_allclose([[t.score for t in n_best] for n_best in got],
+                               [[t.score for t in n_best] for n_best in expected], atol=1e-4)
 
 
 def test_a_pre_ln_steps_sums_stay_as_they_are_and_it_computes_the_exported_step(library, tmp_path):

@@ -116,7 +116,7 @@ class ModelSessions:
         self.precision = precision
         graphs = self.config.graphs[precision]
         # with our kernels' step where they are asked for and built (a GPU session then runs the step as exported)
-        self.prepared: PreparedGraphs = prepared_graphs(self.model_dir, graphs["decoder"],
+        self.prepared: PreparedGraphs = prepared_graphs(self.model_dir, graphs["decoder"], graphs["encoder"],
                                                         options.kernels and built_library() is not None)
         self.provider = running_provider(provider, self.prepared.select)
         if provider == "cuda" and self.provider != "CUDAExecutionProvider":
@@ -137,11 +137,13 @@ class ModelSessions:
         self.step_options = session_options(threads, optimization, options.spin_threads, self.on_gpu)
         # a step rewritten and loaded as bytes finds a large model's weights, its external data, in the folder
         self.step_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
-        self.kernel_options = session_options(threads, optimization, others_spin, self.on_gpu)  # a cache graph of ours
-        self.encoder = self._session(graphs["encoder"])
+        # a graph with operators of ours beside the step: the move graph, the encoder with fp16-weight projections
+        self.kernel_options = session_options(threads, optimization, others_spin, self.on_gpu)
+        self.kernel_options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self.model_dir))
         self.kernels = False  # whether the step runs our kernels (service.engine.kernels) or as exported
         self.step_graph: str | bytes = graphs["decoder"]  # the step the sessions load: on a GPU, rewritten
         self.decoder = self._decoder(graphs["decoder"], options.kernels)
+        self.encoder = self._encoder(graphs["encoder"])
         self.cross_names = names(self.encoder, GraphIO.CROSS, outputs=True)
         self.self_names = names(self.decoder, GraphIO.SELF)
         # the caches' type: fp32, or fp16 in an fp16 export (an older one's fp16 graphs read and wrote fp32 caches)
@@ -186,6 +188,14 @@ class ModelSessions:
             finally:
                 self.prepared.step = None  # its bytes are the session's now
         return self._session(graph, self.step_options)
+
+    def _encoder(self, graph: str) -> ort.InferenceSession:
+        """The encoder's session: where the step runs our kernels, with its fp16-weight projections ours too
+        (prepared where this CPU runs them), else as exported."""
+        encoder, self.prepared.encoder = self.prepared.encoder, None  # its bytes are the session's
+        if self.kernels and encoder is not None:
+            return self._session(encoder, self.kernel_options)
+        return self._session(graph)
 
     def _gpu_decoder(self, graph: str) -> ort.InferenceSession:
         """The step with its residual sums fused, run once on one row; the step as exported where ONNX Runtime

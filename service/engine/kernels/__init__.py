@@ -7,7 +7,7 @@ portable, and what CUDA runs. On the CPU, ModelSessions instead registers the li
 (service.engine.kernels.graph): each attention one kernel (the slot write, the dot products, the softmax and the
 weighted sum), a residual sum and its LayerNorm one kernel, the best tokens' log-probabilities found without
 writing the vocabulary's, and, on CPUs with AVX-512, each projection of a weight exported in fp16 reading it in fp16,
-summed in ONNX Runtime's order (docs/decisions.md).
+summed in ONNX Runtime's order: the step's, and the encoder's (docs/decisions.md).
 """
 
 from __future__ import annotations

@@ -25,13 +25,14 @@
 //     LayerNormalization(x + skip, scale, bias) over the last axis, epsilon its attribute: a post-LN layer's residual
 //     sum and the LayerNorm after it in one node (one pass over the sum fewer, and one node's overhead fewer, at a
 //     step of a few rows most of their time).
-// ours.HalfGemm(x, w, bias; columns, relu) -> y
+// ours.HalfGemm(x, w, bias; columns, relu, bias_last) -> y
 //     y = x W + bias, then max(y, 0) where relu: x (..., K); W (S, K, 64) fp16, the rewrite's packing of a (K, columns)
 //     weight whose values are fp16's (exported as fp16 and cast), in strips of 64 output columns (the last padded
 //     with zeros); bias (S * 64,) or empty (0,): none. Each output sums over K in blocks of 256, each block from zero
-//     and added in order, the bias first: the order in which ONNX Runtime's Gemm and MatMul (MLAS) sum on the CPUs
-//     that run it (AVX-512), so that y is theirs to the bit, with the weights read at half the bytes. A step of a
-//     few rows reads every weight for little arithmetic: its time is the bytes it reads.
+//     and added in order, the bias first (a Gemm's) or, with bias_last, after them (a MatMul's, then an Add): the
+//     order in which ONNX Runtime's Gemm and MatMul (MLAS) sum on the CPUs that run it (AVX-512), so that y is
+//     theirs to the bit, with the weights read at half the bytes. A step of a few rows reads every weight for little
+//     arithmetic: its time is the bytes it reads.
 // ours.MoveRows(x, rows, lengths) -> y
 //     x (N, H, L, Dh), lengths (K,) int64 (K <= N): the slots in use of x's first K rows; rows (M,) int64 (M <= N),
 //     each one of those K (M > K where a beam's first row becomes its beams, into the rows after the K). y has x's shape: y = x, then y[i] = x[rows[i]] for i < M, of each head only the first
@@ -537,8 +538,8 @@ constexpr int64_t STRIP = 64, K_BLOCK = 256;
 AVX512 inline __m512 add_in_order(__m512 a, __m512 b) { return _mm512_add_round_ps(a, b, _MM_FROUND_CUR_DIRECTION); }
 
 template <int R>
-AVX512 void strip_rows(const float* x, int64_t K, const uint16_t* w, const float* bias, bool relu, float* y,
-                       int64_t ldy, int64_t width) {
+AVX512 void strip_rows(const float* x, int64_t K, const uint16_t* w, const float* bias, bool bias_last, bool relu,
+                       float* y, int64_t ldy, int64_t width) {
   __m512 sum[R][4], block[R][4];
   for (int64_t k0 = 0; k0 < K; k0 += K_BLOCK) {
     for (int r = 0; r < R; ++r)
@@ -557,8 +558,12 @@ AVX512 void strip_rows(const float* x, int64_t K, const uint16_t* w, const float
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < 4; ++j) {
         if (k0 > 0) sum[r][j] = add_in_order(sum[r][j], block[r][j]);
-        else sum[r][j] = bias ? add_in_order(_mm512_loadu_ps(bias + 16 * j), block[r][j]) : block[r][j];
+        else sum[r][j] = bias && !bias_last ? add_in_order(_mm512_loadu_ps(bias + 16 * j), block[r][j]) : block[r][j];
       }
+  }
+  if (bias && bias_last) {
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < 4; ++j) sum[r][j] = add_in_order(sum[r][j], _mm512_loadu_ps(bias + 16 * j));
   }
   for (int r = 0; r < R; ++r) {
     alignas(64) float row[STRIP];
@@ -575,7 +580,7 @@ struct HalfGemmStrips {
   const uint16_t* w;
   const float* bias;  // nullptr: none
   int64_t rows, K, columns;
-  bool relu;
+  bool bias_last, relu;
   float* y;
 
   static void run(void* strips, size_t s) { static_cast<HalfGemmStrips*>(strips)->strip(static_cast<int64_t>(s)); }
@@ -585,15 +590,17 @@ struct HalfGemmStrips {
     const float* bs = bias ? bias + s * STRIP : nullptr;
     const int64_t first = s * STRIP, width = std::min(STRIP, columns - first);
     int64_t r = 0;
-    for (; r + 6 <= rows; r += 6) strip_rows<6>(x + r * K, K, ws, bs, relu, y + r * columns + first, columns, width);
+    for (; r + 6 <= rows; r += 6) {
+      strip_rows<6>(x + r * K, K, ws, bs, bias_last, relu, y + r * columns + first, columns, width);
+    }
     const float* xr = x + r * K;
     float* yr = y + r * columns + first;
     switch (rows - r) {
-      case 5: strip_rows<5>(xr, K, ws, bs, relu, yr, columns, width); break;
-      case 4: strip_rows<4>(xr, K, ws, bs, relu, yr, columns, width); break;
-      case 3: strip_rows<3>(xr, K, ws, bs, relu, yr, columns, width); break;
-      case 2: strip_rows<2>(xr, K, ws, bs, relu, yr, columns, width); break;
-      case 1: strip_rows<1>(xr, K, ws, bs, relu, yr, columns, width); break;
+      case 5: strip_rows<5>(xr, K, ws, bs, bias_last, relu, yr, columns, width); break;
+      case 4: strip_rows<4>(xr, K, ws, bs, bias_last, relu, yr, columns, width); break;
+      case 3: strip_rows<3>(xr, K, ws, bs, bias_last, relu, yr, columns, width); break;
+      case 2: strip_rows<2>(xr, K, ws, bs, bias_last, relu, yr, columns, width); break;
+      case 1: strip_rows<1>(xr, K, ws, bs, bias_last, relu, yr, columns, width); break;
       default: break;
     }
   }
@@ -601,11 +608,12 @@ struct HalfGemmStrips {
 
 struct HalfGemmKernel {
   int64_t columns;
-  bool relu;
+  bool relu, bias_last;
 
   HalfGemmKernel(const OrtApi&, const OrtKernelInfo* info)
       : columns(Ort::ConstKernelInfo(info).GetAttribute<int64_t>("columns")),
-        relu(Ort::ConstKernelInfo(info).GetAttribute<int64_t>("relu") != 0) {}
+        relu(Ort::ConstKernelInfo(info).GetAttribute<int64_t>("relu") != 0),
+        bias_last(Ort::ConstKernelInfo(info).GetAttribute<int64_t>("bias_last") != 0) {}
 
   void Compute(OrtKernelContext* context) {
     Ort::KernelContext ctx(context);
@@ -622,7 +630,7 @@ struct HalfGemmKernel {
     const int64_t rows = K > 0 ? static_cast<int64_t>(x.GetTensorTypeAndShapeInfo().GetElementCount()) / K : 0;
     shape.back() = columns;
     HalfGemmStrips work{x.GetTensorData<float>(), w.GetTensorData<uint16_t>(),
-                        biased ? bias.GetTensorData<float>() : nullptr, rows, K, columns, relu,
+                        biased ? bias.GetTensorData<float>() : nullptr, rows, K, columns, bias_last, relu,
                         ctx.GetOutput(0, shape).GetTensorMutableData<float>()};
     if (rows > 0) ctx.ParallelFor(HalfGemmStrips::run, static_cast<size_t>(strips), 0, &work);
   }

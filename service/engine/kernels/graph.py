@@ -13,15 +13,16 @@ puts in their place
 and each residual sum that a LayerNormalization alone reads (a post-LN sub-layer's) with that LayerNormalization as
     ours.AddLayerNorm(x, skip, scale, bias; epsilon) -> y
 and, where this CPU runs it (half_weights), each projection whose weight is exported as fp16 and cast to float
-(Gemm, or MatMul by that weight or its transpose), with a Relu that alone reads it, as
-    ours.HalfGemm(x, packed weight, bias; columns, relu) -> y
+(Gemm, or MatMul by that weight or its transpose, with the Add of its bias), with a Relu that alone reads it, as
+    ours.HalfGemm(x, packed weight, bias; columns, relu, bias_last) -> y
 reading the weight packed in fp16 (packed_half) at half the bytes, to the bit what ONNX Runtime's projection gives;
 and drops what nothing reads any more (the index, the masks, the reshapes, the casts). slot_rows is an input the
 rewrite adds (SLOT_ROWS: which row of the caches holds each slot of a row, decoder_step.cc; an empty (0, 0) table:
 every row's slots its own, as the exported step reads them); so is cross_from (CROSS_FROM: the row of the encoder's
 keys and values each row reads, its sentence's first; empty (0,): its own). Every name the rest of the graph reads
 stays, so the int8 graphs, whose projections differ, rewrite alike. A graph of another shape is refused with the
-reason (KernelsRefused), and its session runs the step as exported.
+reason (KernelsRefused), and its session runs the step as exported. The encoder's fp16 projections are rewritten the
+same way (with_half_weights).
 """
 
 from __future__ import annotations
@@ -83,6 +84,26 @@ def with_kernels(model: onnx.ModelProto, half_weights: bool = False) -> onnx.Mod
     if half_weights:
         replaced.update(half_projections(graph, producer))
 
+    replace(model, replaced)
+    graph.input.append(helper.make_tensor_value_info(SLOT_ROWS, onnx.TensorProto.INT64, ["N", "W"]))
+    graph.input.append(helper.make_tensor_value_info(CROSS_FROM, onnx.TensorProto.INT64, ["R"]))
+    return model
+
+
+def with_half_weights(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """A graph (the encoder) rewritten in place with its fp16 projections as ours.HalfGemm (half_projections), or
+    None where it has none."""
+    replaced = half_projections(model.graph, {out: node for node in model.graph.node for out in node.output})
+    if not replaced:
+        return None
+    replace(model, replaced)
+    return model
+
+
+def replace(model: onnx.ModelProto, replaced: dict[str, NodeProto | None]) -> None:
+    """Put each replacement in place of the node whose first output it is keyed by (None: the node goes), drop
+    the nodes and the initializers that nothing reads any more, and import our operators' domain."""
+    graph = model.graph
     nodes = [replaced.get(node.output[0], node) for node in graph.node]
     del graph.node[:]
     graph.node.extend(live([node for node in nodes if node is not None], graph))
@@ -90,10 +111,7 @@ def with_kernels(model: onnx.ModelProto, half_weights: bool = False) -> onnx.Mod
     kept = [weight for weight in graph.initializer if weight.name in used]
     del graph.initializer[:]
     graph.initializer.extend(kept)
-    graph.input.append(helper.make_tensor_value_info(SLOT_ROWS, onnx.TensorProto.INT64, ["N", "W"]))
-    graph.input.append(helper.make_tensor_value_info(CROSS_FROM, onnx.TensorProto.INT64, ["R"]))
     model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
-    return model
 
 
 def residual_norms(graph: onnx.GraphProto, producer: dict[str, NodeProto]) -> dict[str, NodeProto | None]:
@@ -122,32 +140,47 @@ def residual_norms(graph: onnx.GraphProto, producer: dict[str, NodeProto]) -> di
 
 
 def half_projections(graph: onnx.GraphProto, producer: dict[str, NodeProto]) -> dict[str, NodeProto | None]:
-    """Each projection whose weight is an fp16 initializer in the graph cast to float (projection), and the Relu that
-    alone reads it, as one ours.HalfGemm: replacements by first output, as with_kernels keeps them. Its packed weight
-    and its bias (padded to the strips; empty for none) join the graph's initializers."""
+    """Each projection whose weight is an fp16 initializer in the graph cast to float (projection), with the Add of a
+    bias that alone reads a MatMul's product and the Relu that alone reads what comes of it, as one ours.HalfGemm:
+    replacements by first output, as with_kernels keeps them. Its packed weight and its bias (padded to the strips;
+    empty for none) join the graph's initializers."""
     weights = {w.name: w for w in graph.initializer}
     readers: dict[str, list[NodeProto]] = {}
     for node in graph.node:
         for name in node.input:
             readers.setdefault(name, []).append(node)
     outputs = {x.name for x in graph.output}
+
+    def alone_after(node: NodeProto, op_type: str) -> NodeProto | None:
+        """The node of this type that alone reads `node`'s output (which the graph does not give out)."""
+        after = readers.get(node.output[0], [])
+        alone = len(after) == 1 and after[0].op_type == op_type and node.output[0] not in outputs
+        return after[0] if alone else None
+
     fused: dict[str, NodeProto | None] = {}
     for node in graph.node:
         found = projection(node, producer, weights)
         if found is None:
             continue
         weight, bias = found
-        after = readers.get(node.output[0], [])
-        relu = len(after) == 1 and after[0].op_type == "Relu" and node.output[0] not in outputs
+        last, bias_last = node, False  # the node whose output the kernel's is; a MatMul's bias after its sum
+        add = alone_after(node, "Add") if node.op_type == "MatMul" else None
+        if add is not None:
+            other = add.input[1] if add.input[0] == node.output[0] else add.input[0]
+            added = float_values(other, producer, weights)
+            if added is not None and added.shape == (weight.shape[1],):
+                last, bias, bias_last = add, added, True
+        relu = alone_after(last, "Relu")
+        last = relu or last
         packed, padded = f"{node.name}_half_weight", f"{node.name}_half_bias"
         graph.initializer.extend([numpy_helper.from_array(packed_half(weight), packed),
                                   numpy_helper.from_array(padded_bias(bias, weight.shape[1]), padded)])
-        output = after[0].output[0] if relu else node.output[0]
-        half = helper.make_node("HalfGemm", [node.input[0], packed, padded], [output], domain=DOMAIN,
-                                name=f"{node.name}_half", columns=weight.shape[1], relu=int(relu))
-        fused[node.output[0]] = None if relu else half
-        if relu:
-            fused[output] = half
+        half = helper.make_node("HalfGemm", [node.input[0], packed, padded], [last.output[0]], domain=DOMAIN,
+                                name=f"{node.name}_half", columns=weight.shape[1], relu=int(relu is not None),
+                                bias_last=int(bias_last))
+        for gone in {node.output[0], add.output[0] if bias_last else None, last.output[0]} - {None}:
+            fused[gone] = None
+        fused[last.output[0]] = half
     return fused
 
 
