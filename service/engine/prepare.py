@@ -5,9 +5,9 @@
 
 The cache graphs (service.engine.cache_graphs) are built for the step's cache tensors, and the step (and the
 encoder's fp16 projections, where this CPU runs ours) are rewritten for our kernels (service.engine.kernels.graph)
-where asked. Both need onnx, whose import the engine's process would
-hold to its end; so `python -m service.engine.prepare` makes them and writes them to a folder, and the engine reads
-the bytes and never imports onnx on the CPU.
+where asked. All need onnx, whose import the engine's process would hold to its end; so `python -m
+service.engine.prepare` makes them and writes them to a folder, and the engine reads the bytes and never imports
+onnx on the CPU.
 """
 
 from __future__ import annotations
@@ -106,7 +106,8 @@ def main() -> None:
     parser.add_argument("decoder", help="the decoder step's graph file in model_dir")
     parser.add_argument("encoder", help="the encoder's graph file in model_dir")
     parser.add_argument("out", type=Path, help="the folder the graphs are written to")
-    parser.add_argument("--kernels", action="store_true", help="also the step with our kernels")
+    parser.add_argument("--kernels", action="store_true",
+                        help="also the step with our kernels (and the encoder with our fp16-weight projections)")
     args = parser.parse_args()
     try:
         prepare(args.model_dir, args.decoder, args.encoder, args.out, args.kernels)

@@ -172,11 +172,11 @@ def half_projections(graph: onnx.GraphProto, producer: dict[str, NodeProto]) -> 
                 last, bias, bias_last = add, added, True
         relu = alone_after(last, "Relu")
         last = relu or last
-        packed, padded = f"{node.name}_half_weight", f"{node.name}_half_bias"
+        packed, padded = f"{node.output[0]}_half_weight", f"{node.output[0]}_half_bias"  # outputs' names are unique
         graph.initializer.extend([numpy_helper.from_array(packed_half(weight), packed),
                                   numpy_helper.from_array(padded_bias(bias, weight.shape[1]), padded)])
         half = helper.make_node("HalfGemm", [node.input[0], packed, padded], [last.output[0]], domain=DOMAIN,
-                                name=f"{node.name}_half", columns=weight.shape[1], relu=int(relu is not None),
+                                name=f"{node.output[0]}_half", columns=weight.shape[1], relu=int(relu is not None),
                                 bias_last=int(bias_last))
         for gone in {node.output[0], add.output[0] if bias_last else None, last.output[0]} - {None}:
             fused[gone] = None
