@@ -12,6 +12,15 @@ def attribute_value(node: onnx.NodeProto, name: str):
     return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), None)
 
 
+def node_readers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    """The nodes that read each name, in the graph's order (its subgraphs' not counted)."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    return readers
+
+
 def names_read(graph: onnx.GraphProto) -> set[str]:
     """Every name the graph's nodes read, its subgraphs' (If, Loop, Scan) included, and its outputs."""
     read = {output.name for output in graph.output}

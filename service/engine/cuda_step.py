@@ -29,7 +29,7 @@ import onnxruntime as ort
 from onnx import NodeProto, helper, shape_inference
 
 from core.folder import NUMPY_TYPES, GraphIO
-from core.graph_edits import attribute_value
+from core.graph_edits import attribute_value, node_readers
 
 MS_DOMAIN = "com.microsoft"
 DEFAULT_EPSILON = 1e-5  # LayerNormalization's
@@ -43,10 +43,7 @@ def with_skip_layer_norms(model: onnx.ModelProto) -> onnx.ModelProto:
     shapes = tensor_shapes(model)
     weights = {w.name: w for w in graph.initializer}
     producer = {out: node for node in graph.node for out in node.output}
-    readers: dict[str, list[NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers = node_readers(graph)
     outputs = {x.name for x in graph.output}
 
     fused: dict[str, NodeProto | None] = {}  # a node, by its first output -> its replacement, None where it goes

@@ -585,23 +585,19 @@ struct HalfGemmStrips {
 
   static void run(void* strips, size_t s) { static_cast<HalfGemmStrips*>(strips)->strip(static_cast<int64_t>(s)); }
 
+  // strip_rows for 1 to 6 rows at a time, by their count
+  using StripRows = void (*)(const float*, int64_t, const uint16_t*, const float*, bool, bool, float*, int64_t,
+                             int64_t);
+  static constexpr StripRows by_count[] = {nullptr,       strip_rows<1>, strip_rows<2>, strip_rows<3>,
+                                           strip_rows<4>, strip_rows<5>, strip_rows<6>};
+
   void strip(int64_t s) {
     const uint16_t* ws = w + s * K * STRIP;
     const float* bs = bias ? bias + s * STRIP : nullptr;
     const int64_t first = s * STRIP, width = std::min(STRIP, columns - first);
-    int64_t r = 0;
-    for (; r + 6 <= rows; r += 6) {
-      strip_rows<6>(x + r * K, K, ws, bs, bias_last, relu, y + r * columns + first, columns, width);
-    }
-    const float* xr = x + r * K;
-    float* yr = y + r * columns + first;
-    switch (rows - r) {
-      case 5: strip_rows<5>(xr, K, ws, bs, bias_last, relu, yr, columns, width); break;
-      case 4: strip_rows<4>(xr, K, ws, bs, bias_last, relu, yr, columns, width); break;
-      case 3: strip_rows<3>(xr, K, ws, bs, bias_last, relu, yr, columns, width); break;
-      case 2: strip_rows<2>(xr, K, ws, bs, bias_last, relu, yr, columns, width); break;
-      case 1: strip_rows<1>(xr, K, ws, bs, bias_last, relu, yr, columns, width); break;
-      default: break;
+    for (int64_t r = 0; r < rows; r += 6) {
+      by_count[std::min<int64_t>(6, rows - r)](x + r * K, K, ws, bs, bias_last, relu, y + r * columns + first,
+                                                columns, width);
     }
   }
 };

@@ -32,6 +32,7 @@ import onnx
 from onnx import NodeProto, helper, numpy_helper
 
 from core.folder import GraphIO
+from core.graph_edits import attribute_value, node_readers
 from service.engine.kernels import CROSS_FROM, DOMAIN, SLOT_ROWS, KernelsRefused
 
 DEFAULT_EPSILON = 1e-5  # LayerNormalization's, where the node names none
@@ -144,11 +145,7 @@ def half_projections(graph: onnx.GraphProto, producer: dict[str, NodeProto]) -> 
     bias that alone reads a MatMul's product and the Relu that alone reads what comes of it, as one ours.HalfGemm:
     replacements by first output, as with_kernels keeps them. Its packed weight and its bias (padded to the strips;
     empty for none) join the graph's initializers."""
-    weights = {w.name: w for w in graph.initializer}
-    readers: dict[str, list[NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    weights, readers = {w.name: w for w in graph.initializer}, node_readers(graph)
     outputs = {x.name for x in graph.output}
 
     def alone_after(node: NodeProto, op_type: str) -> NodeProto | None:
@@ -189,7 +186,7 @@ def projection(node: NodeProto, producer: dict[str, NodeProto],
     """A Gemm's (x W + b, W maybe transposed) or a MatMul's (x W, W maybe a Transpose's output) weight as (K, N) fp16
     values and its (N,) bias (empty for none), where W is an fp16 initializer cast to float; else None."""
     if node.op_type == "Gemm" and len(node.input) in (2, 3):
-        transposed = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "transB"), 0)
+        transposed = attribute_value(node, "transB") or 0
         if not attributes(node, {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": transposed}):
             return None
         weight = fp16_cast(node.input[1], producer, weights)
