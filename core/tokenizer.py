@@ -36,6 +36,8 @@ UPPER, TITLE = "upper", "title"
 def word_case(word: str) -> str | None:
     """UPPER for a word of two or more letters, all capitals; TITLE for a capital and then lower case letters (one
     capital alone too: "A", "I"); None for the rest: lower case, no letters, or mixed case (iPhone, McDonald)."""
+    if word.islower():  # most words: no capital at all, so no capital first
+        return None
     letters = [c for c in word if c.isalpha()]
     if not letters or not letters[0].isupper():
         return None
@@ -95,8 +97,9 @@ class Tokenizer:
         starts = [i for i, piece in enumerate(ids) if self.word_starts[piece]]
         if len(starts) != len(words):  # SentencePiece's normalization joined or split words: read it as written
             return self.sp.encode(text)
-        tags = {start: self.case_tags[case] for start, case in zip(starts, cases) if case}
-        return [x for i, piece in enumerate(ids) for x in ((tags[i], piece) if i in tags else (piece,))]
+        for start, case in reversed([(start, case) for start, case in zip(starts, cases) if case]):
+            ids.insert(start, self.case_tags[case])  # from the last: each tag goes before its word's first piece
+        return ids
 
 
 class MarianTokenizer:
