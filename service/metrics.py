@@ -42,6 +42,8 @@ class Metrics:
             "translator_placeholders", "Protected spans (URLs, emails, emoji, ...) by how they came back: copied by "
             "the model, or put back by place where the model dropped the placeholder", ["how"], registry=r,
         )
+        for how in ("copied", "put_back"):  # both series from the start, though they move only once spans come
+            self.placeholders.labels(how)
         # usage, without a label per key (python -m service.keys usage and /usage report each key's)
         self.key_requests = Counter("translator_key_requests", "Requests admitted with an API key", registry=r)
         self.key_characters = Counter("translator_key_characters", "Characters of the requests admitted with an API "

@@ -128,6 +128,7 @@ def create_app(
         docs_url=None,  # routes/pages.py serves /docs with its assets
         redoc_url=None,
         redirect_slashes=False,  # a redirect would be built from the client's Host header: 404 instead
+        telemetry={"tracing": False, "metrics": False, "logs": False},  # ours is Prometheus' (service.metrics)
     )
     app.state.translator_state = state
     for routes in (translate, deepl, deepl_documents, files, keys, languages, operations, pages):

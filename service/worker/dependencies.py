@@ -181,6 +181,5 @@ async def hung_up(request: Request) -> None:
 ServingPipeline = Annotated[Pipeline, Depends(pipeline)]
 PipelineNow = Annotated[Pipeline, Depends(pipeline_now)]
 Params = Annotated[dict[str, Any], Depends(params)]
-EarlyParams = Annotated[dict[str, Any], Depends(early_params)]
 DeepLParams = Annotated[dict[str, Any], Depends(deepl_params)]
 EarlyDeepLParams = Annotated[dict[str, Any], Depends(early_deepl_params)]

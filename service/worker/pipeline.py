@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import Any, Literal, TypeVar
 
 from core.search import Hypothesis, SearchOptions
@@ -77,7 +77,8 @@ class Held:
 
 @dataclass
 class Text:
-    """One text of q on its way: where it goes, its segments split into sentences, and their translations."""
+    """One text of q on its way: where it goes, its segments split into sentences, and their translations. What
+    is derived from its sentences is worked out once (cached_property): they never change once it is made."""
 
     original: str
     pair: Pair | None  # None: already in the target language, given back as it is
@@ -90,11 +91,11 @@ class Text:
     translations: list[list[str]] | None = None  # per alternative, one translation per sentence
     put_back: list[int] = field(default_factory=list)  # per alternative, spans put back into their sentences
 
-    @property
+    @cached_property
     def sentences(self) -> list[str]:
         return [sentence for layout in self.layouts for sentence in sentences_of(layout)]
 
-    @property
+    @cached_property
     def with_terms(self) -> list[tuple[int, Protected]]:
         """(index, its segment) of each sentence that holds glossary terms: each is translated a second time with
         its terms as written (glossary.placed)."""
@@ -106,17 +107,17 @@ class Text:
                 i += 1
         return found
 
-    @property
+    @cached_property
     def ordinary(self) -> list[str]:
         """The sentences, one in capitals in ordinary case (it comes back in capitals)."""
         return [ordinary_case(s) if in_capitals(s) else s for s in self.sentences]
 
-    @property
+    @cached_property
     def wrapped(self) -> list[list[Wrapped]]:
         """Per sentence, the pairs of its markup's placeholders and the words each wraps (projection.wrapped)."""
         return [wrapped(s, held.tags) for s, held in zip(self.ordinary, self.held)]
 
-    @property
+    @cached_property
     def model_input(self) -> list[str]:
         """The sentences as the model reads them (ordinary); after them, each sentence with inline markup again
         without it, then the words each pair of its markup wraps alone, then each sentence with glossary terms
@@ -426,8 +427,9 @@ class Pipeline:
         rendered = [[translation for translation, _ in text] for text in alternatives]
         spans = sum(len(segment.spans) for text in texts if text.translations for segment in text.segments)
         put_back = sum(text[0][1] for text in alternatives)  # of the best translations
-        self.metrics.placeholders.labels("copied").inc(spans - put_back)
-        self.metrics.placeholders.labels("put_back").inc(put_back)
+        if spans:  # most texts hold none
+            self.metrics.placeholders.labels("copied").inc(spans - put_back)
+            self.metrics.placeholders.labels("put_back").inc(put_back)
         answer = TranslateResponse(translatedText=rendered[0][0] if single else [r[0] for r in rendered])
         if req.alternatives:
             answer.alternatives = rendered[0][1:] if single else [r[1:] for r in rendered]

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
 
 from service.worker.deepl.glossaries import matcher
 from service.worker.dependencies import (
-    EarlyParams,
     Params,
     ServingPipeline,
+    early_params,
     glossary_owner,
     once_admitted,
+    pipeline,
     settled,
     state,
     unless_disconnected,
@@ -43,17 +44,26 @@ def body_schema(model: type[BaseModel]) -> dict:
 
 @router.post("/translate", response_model=TranslateResponse, response_model_exclude_none=True,
              openapi_extra=body_schema(TranslateRequest))
-async def translate(
-    request: Request, p: ServingPipeline, values: EarlyParams
-) -> TranslateResponse:
-    """Translate q from source to target (LibreTranslate's API); parameters as JSON, form or query string."""
+async def translate(request: Request) -> Response:
+    """Translate q from source to target (LibreTranslate's API); parameters as JSON, form or query string.
+
+    The service's busiest route awaits its dependencies itself rather than declaring them (Depends), and writes its
+    answer without FastAPI validating it again: for a short sentence both cost more than its tokenizing
+    (BENCHMARKS.md, "A lone request's path")."""
+    p = await pipeline(request)
+    values = await early_params(request)
 
     async def translated() -> TranslateResponse:
         req = validated(TranslateRequest, values)
         observe_pair(request, p.pair_label(req))
         return await p.translate(req, await glossary_options(request, p, req))
 
-    return await unless_disconnected(request, once_admitted(request, translated))
+    return json_response(await unless_disconnected(request, once_admitted(request, translated)))
+
+
+def json_response(answer: BaseModel) -> Response:
+    """The answer as its route's response_model writes it, without validating again what the pipeline built."""
+    return Response(answer.model_dump_json(exclude_none=True), media_type="application/json")
 
 
 async def glossary_options(request: Request, p: Pipeline, req: TranslateRequest) -> Options:
