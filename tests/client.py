@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -37,3 +39,17 @@ def metrics(url: str) -> dict[tuple[str, frozenset], float]:
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }
+
+
+DECODED = ("translator_inference_seconds_count", frozenset({("stage", "decode")}))
+
+
+def metrics_after(url: str, before: dict[tuple[str, frozenset], float], sentences: int,
+                  timeout: float = 10.0) -> dict[tuple[str, frozenset], float]:
+    """metrics() once the engine has kept those of `sentences` more decoded sentences than `before` holds: it keeps a
+    step's metrics just after the step's answers, so they may reach /metrics a moment after the responses."""
+    deadline = time.monotonic() + timeout
+    while (after := metrics(url)).get(DECODED, 0.0) < before.get(DECODED, 0.0) + sentences:
+        assert time.monotonic() < deadline, f"the metrics of {sentences} decoded sentences never came"
+        time.sleep(0.01)
+    return after

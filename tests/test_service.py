@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from client import JSON, TIMEOUT, assert_error, body, metrics, translate
+from client import JSON, TIMEOUT, assert_error, body, metrics, metrics_after, translate
 from libretranslatepy import LibreTranslateAPI
 
 from core.folder import EOS_ID, ModelConfig
@@ -157,7 +157,7 @@ def test_concurrent_requests_are_batched_and_each_gets_its_own_translation(
 ):
     before = metrics(server.url)
     responses = asyncio.run(post_all(server.url, [body(s) for s in SENTENCES]))
-    after = metrics(server.url)
+    after = metrics_after(server.url, before, len(SENTENCES))
 
     assert [r.json()["translatedText"] for r in responses] == [solo[s] for s in SENTENCES]
     batches = sample(after, "translator_batch_size_count") - sample(before, "translator_batch_size_count")
@@ -258,7 +258,7 @@ def test_metrics_move_as_requests_arrive(server: RunningService):
     before = metrics(server.url)
     translate(server.url, SENTENCES[2])
     httpx.post(server.url + "/translate", json=body(""), timeout=TIMEOUT)
-    after = metrics(server.url)
+    after = metrics_after(server.url, before, 1)
 
     def moved(name: str, **labels: str) -> float:
         return sample(after, name, **labels) - sample(before, name, **labels)

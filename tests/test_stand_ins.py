@@ -18,21 +18,25 @@ from service.settings import Settings
 
 
 def test_the_instant_model_ends_a_greedy_sentence_at_the_batchers_first_step(tiny_models_dir: Path):
-    pairs, batcher = instant_model(tiny_models_dir / "en-de", Settings(), metrics := Metrics())
+    def translated(sentences: list[list[int]], opts: SearchOptions) -> tuple[list, list, float]:
+        """The pairs, the hypotheses, and the batcher's decoder steps once it has stopped (its step's metrics are
+        kept after its answers)."""
+        pairs, batcher = instant_model(tiny_models_dir / "en-de", Settings(), metrics := Metrics())
 
-    async def main() -> tuple[list, float, list]:
-        batcher.start()
-        try:
-            greedy = await batcher.submit([[5, 6, 7, 3], [8, 3]], SearchOptions())
-            steps = metrics.decoder_steps._value.get()
-            return greedy, steps, await batcher.submit([[9, 10, 3]], SearchOptions(beam_size=4))
-        finally:
-            await batcher.stop()
+        async def main() -> list:
+            batcher.start()
+            try:
+                return await batcher.submit(sentences, opts)
+            finally:
+                await batcher.stop()
 
-    greedy, steps, beams = asyncio.run(main())
+        return pairs, asyncio.run(main()), metrics.decoder_steps._value.get()
+
+    pairs, greedy, steps = translated([[5, 6, 7, 3], [8, 3]], SearchOptions())
     assert [pair.name for pair in pairs] == ["en-de"]
     assert [[h.tokens for h in hyps] for hyps in greedy] == [[[]], [[]]]
     assert steps == 1
+    _, beams, _ = translated([[9, 10, 3]], SearchOptions(beam_size=4))
     assert beams[0][0].tokens == []  # a beam's best ends at once too; the other beams take a step more
 
 

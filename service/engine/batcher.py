@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from core.folder import ModelConfig
-from core.search import Decoder, Hypothesis, RunningBatch, SearchOptions, Sentence
+from core.search import Decoder, Hypothesis, RunningBatch, SearchOptions
 from service.engine.admission import Throughput
 from service.engine.config import BatchLimits
 from service.engine.memory import MemoryWatch
@@ -227,6 +227,8 @@ class Batcher:
                     self._answer(job, error)
                 self.running = []
                 batch = RunningBatch(self.model.new_decoder(), self.model.model_config)
+            # the bookkeeping comes after the step's answers: nobody waits for it
+            self._observe_join(joining, started)
             self._measure(rows if backlog else 0, time.perf_counter() - started, ended)
             self.metrics.running_rows.set(batch.rows)
             if not len(batch) or started - reported >= CACHE_REPORT_S:  # it walks every cache: not at every step
@@ -294,14 +296,20 @@ class Batcher:
         return joining
 
     def _join(self, batch: RunningBatch, joining: list[Job]) -> None:
-        started = time.perf_counter()
         batch.add([j.ids for j in joining], [j.opts for j in joining], joining)
         now = time.perf_counter()
-        self.metrics.inference.labels("encode").observe(now - started)
         for job in joining:
-            self.metrics.queue_wait.observe(started - job.enqueued)
             job.joined, job.first_step = now, self.steps
         self.running += joining
+
+    def _observe_join(self, joining: list[Job], started: float) -> None:
+        """The metrics of the sentences that joined at a step begun at `started` (none if the join failed): their
+        encoding's time, and each one's wait in the queue."""
+        if not joining or not joining[0].joined:
+            return
+        self.metrics.inference.labels("encode").observe(joining[0].joined - started)
+        for job in joining:
+            self.metrics.queue_wait.observe(started - job.enqueued)
 
     def _drop_abandoned(self, batch: RunningBatch) -> None:
         gone = {job for job in self.running if job.abandoned}
@@ -310,26 +318,22 @@ class Batcher:
             self.running = [j for j in self.running if j not in gone]
 
     def _step(self, batch: RunningBatch) -> list[Job]:
-        """One decoder step; the sentences that ended at it."""
-        self.metrics.batch_size.observe(len(batch))
-        started = time.perf_counter()
+        """One decoder step; the sentences that ended at it, answered before the step's metrics are kept."""
+        size, started = len(batch), time.perf_counter()
         ended = batch.step()
         self.steps += 1
         now = time.perf_counter()
+        for sentence in ended:
+            self._answer(sentence.key, sentence.result())
+        self.metrics.batch_size.observe(size)
         self.metrics.step_time.observe(now - started)
         self.metrics.decoder_steps.inc()
-        for sentence in ended:
-            self._finish(sentence, now)
         if ended:
             done = {s.key for s in ended}
             self.running = [j for j in self.running if j not in done]
+            for job in done:
+                self.metrics.inference.labels("decode").observe(now - job.joined)
         return [s.key for s in ended]
-
-    def _finish(self, sentence: Sentence, now: float) -> None:
-        job: Job = sentence.key
-        hyps = sentence.result()
-        self.metrics.inference.labels("decode").observe(now - job.joined)
-        self._answer(job, hyps)
 
     def _answer(self, job: Job, result: list[Hypothesis] | Exception) -> None:
         """A sentence's hypotheses, or its request's error (the whole request is answered with it)."""

@@ -149,9 +149,9 @@ class Engine:
             raise ShuttingDown()
 
         def counted(result: Answer) -> None:
+            answer(result)  # before the counting: nobody waits for it
             if not isinstance(result, Exception):
                 self._count(pair, sentences, result)
-            answer(result)
 
         request = Submission(len(sentences), counted)
         self.routes[pair].send(request, sentences, opts, bulk)
