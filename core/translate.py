@@ -35,7 +35,8 @@ def source_ids(
 def pair_options(cfg: ModelConfig, opts: SearchOptions, target: str | None) -> SearchOptions:
     """opts for translating into `target`: decoding forced to begin with its language's token where the model has
     such tokens, or with its target prefix (ModelConfig.forced_token)."""
-    return dataclasses.replace(opts, forced_token=cfg.forced_token(target))
+    forced = cfg.forced_token(target)
+    return opts if forced == opts.forced_token else dataclasses.replace(opts, forced_token=forced)
 
 
 def translate_texts(

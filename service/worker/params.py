@@ -109,7 +109,8 @@ async def read_params(request: Request, admit: Callable[[dict[str, Any]], Awaita
     """Query string and body parameters merged (the body wins); `admit` checks them first (a key's 403, a limit's
     429), then 400 for a body that cannot be read or text that is not valid Unicode."""
     body, problem = await read_body(request)
-    params = {**merged(request.query_params.multi_items()), **body}
+    query = merged(request.query_params.multi_items()) if request.scope["query_string"] else {}
+    params = {**query, **body}
     await admit(params)
     if problem:
         raise InvalidRequest(problem)
