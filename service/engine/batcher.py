@@ -42,7 +42,7 @@ from service.protocol import QueueFull, ShuttingDown
 
 log = logging.getLogger(__name__)
 
-CACHE_REPORT_S = 1.0  # how often the loop reports its caches' memory (translator_cache_bytes) while a batch runs
+METRICS_S = 1.0  # how often the loop writes what it measured into the metrics while a batch runs
 
 
 class CountedDecoder(Decoder, Protocol):
@@ -105,6 +105,29 @@ def settle_future(future: asyncio.Future, answer: Answer) -> None:
         future.set_exception(answer)
     else:
         future.set_result(answer)
+
+
+@dataclass
+class Measured:
+    """What the batcher's steps measured since the loop last wrote it into the metrics: written when the batch
+    empties, and every METRICS_S while it runs, so that no step waits for it."""
+
+    batch_sizes: list[int] = field(default_factory=list)  # sentences in the batch, a step
+    step_seconds: list[float] = field(default_factory=list)
+    decode_seconds: list[float] = field(default_factory=list)  # a sentence's, from its join to its end
+
+    def write(self, metrics: Metrics) -> None:
+        """Into the metrics, and forgotten."""
+        for size in self.batch_sizes:
+            metrics.batch_size.observe(size)
+        for seconds in self.step_seconds:
+            metrics.step_time.observe(seconds)
+        if self.step_seconds:
+            metrics.decoder_steps.inc(len(self.step_seconds))
+        for seconds in self.decode_seconds:
+            metrics.inference.labels("decode").observe(seconds)
+        for values in vars(self).values():
+            values.clear()
 
 
 @dataclass(eq=False)  # a job is itself, not its contents
@@ -206,7 +229,7 @@ class Batcher:
     def _run(self) -> None:
         memory = MemoryWatch()
         batch = RunningBatch(self.model.new_decoder(), self.model.model_config)
-        reported = -CACHE_REPORT_S  # when the caches' memory was last reported
+        measured, written = Measured(), -METRICS_S  # what the loop measured, and when it was last written
         while True:
             with self.changed:
                 if not self.running and not self._wait_for_work(memory):
@@ -220,20 +243,20 @@ class Batcher:
                     self._join(batch, joining)
                 self._drop_abandoned(batch)
                 if len(batch):
-                    rows, ended = batch.rows, self._step(batch)
+                    rows, ended = batch.rows, self._step(batch, measured)
             except Exception as error:  # a fault fails the requests in the batch, never the service
                 log.exception("translator failed with %d sentences in the batch", len(self.running) + len(joining))
                 for job in self.running + joining:
                     self._answer(job, error)
                 self.running = []
                 batch = RunningBatch(self.model.new_decoder(), self.model.model_config)
-            # the bookkeeping comes after the step's answers: nobody waits for it
-            self._observe_join(joining, started)
+            self._observe_join(joining, started)  # after the step's answers: nobody waits for it
             self._measure(rows if backlog else 0, time.perf_counter() - started, ended)
-            self.metrics.running_rows.set(batch.rows)
-            if not len(batch) or started - reported >= CACHE_REPORT_S:  # it walks every cache: not at every step
-                self.metrics.cache_bytes.labels(self.name).set(batch.decoder.cache_bytes)
-                reported = started
+            if not len(batch) or started - written >= METRICS_S:
+                measured.write(self.metrics)
+                self.metrics.running_rows.set(batch.rows)
+                self.metrics.cache_bytes.labels(self.name).set(batch.decoder.cache_bytes)  # it walks every cache
+                written = started
 
     def _measure(self, rows: int, seconds: float, ended: list[Job]) -> None:
         """What the admission's rate reads: a step of `rows` rows taken with a backlog (0: none), and the row-steps
@@ -304,7 +327,7 @@ class Batcher:
 
     def _observe_join(self, joining: list[Job], started: float) -> None:
         """The metrics of the sentences that joined at a step begun at `started` (none if the join failed): their
-        encoding's time, and each one's wait in the queue."""
+        encoding's time, and each one's wait in the queue (what the tests and probes count as taken in)."""
         if not joining or not joining[0].joined:
             return
         self.metrics.inference.labels("encode").observe(joining[0].joined - started)
@@ -317,22 +340,21 @@ class Batcher:
             batch.remove(gone)
             self.running = [j for j in self.running if j not in gone]
 
-    def _step(self, batch: RunningBatch) -> list[Job]:
-        """One decoder step; the sentences that ended at it, answered before the step's metrics are kept."""
-        size, started = len(batch), time.perf_counter()
+    def _step(self, batch: RunningBatch, measured: Measured) -> list[Job]:
+        """One decoder step; the sentences that ended at it, answered."""
+        measured.batch_sizes.append(len(batch))
+        started = time.perf_counter()
         ended = batch.step()
         self.steps += 1
         now = time.perf_counter()
+        measured.step_seconds.append(now - started)
         for sentence in ended:
-            self._answer(sentence.key, sentence.result())
-        self.metrics.batch_size.observe(size)
-        self.metrics.step_time.observe(now - started)
-        self.metrics.decoder_steps.inc()
+            job: Job = sentence.key
+            self._answer(job, sentence.result())
+            measured.decode_seconds.append(now - job.joined)
         if ended:
             done = {s.key for s in ended}
             self.running = [j for j in self.running if j not in done]
-            for job in done:
-                self.metrics.inference.labels("decode").observe(now - job.joined)
         return [s.key for s in ended]
 
     def _answer(self, job: Job, result: list[Hypothesis] | Exception) -> None:
