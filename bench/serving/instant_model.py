@@ -5,17 +5,19 @@ step: an empty translation, after everything a request takes but the model's wor
 
 service.testing's echo model answers without the batcher; this one measures the batcher's hand-offs too (from the
 event loop to its thread and back), and one step of the search (core.search.RunningBatch) over a decoder that does
-nothing.
+nothing. search_alone() times that step's search as an engine alone runs it (bench.serving.lone_path).
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
 
 from core.folder import FolderConfig, ModelConfig
-from core.search import StepPlan
+from core.search import SearchOptions, StepPlan, search
+from core.tokenizer import load_tokenizer
 from service.engine.batcher import Batcher
 from service.engine.engine import engine_config
 from service.metrics import Metrics
@@ -65,3 +67,20 @@ def instant_model(folder: Path, settings: Settings, metrics: Metrics) -> tuple[l
     pairs = [PairInfo(source, target, str(folder), ECHO_PROVIDER, settings.precision) for source, target in
              config.pairs]
     return pairs, Batcher(InstantModel(config.model), metrics, folder.name, engine_config(settings).batch)
+
+
+def search_alone(folder: Path, sentences: list[str], opts: SearchOptions, repeats: int = 3) -> float:
+    """Seconds a sentence of what the served stand-in's engine does that an engine alone does too: the search
+    (core.search.search) over InstantDecoder, one sentence at a time, as the batcher's first step ends it; the
+    sentences' ids made beforehand. The least of `repeats` runs, after one to warm up."""
+    config = FolderConfig.load(folder)
+    tokenizer = load_tokenizer(folder, config.tokenizer, config.model.case_tags)
+    sources = config.model.source_ids(tokenizer.encode(sentences))
+    decoder, best = InstantDecoder(config.model), float("inf")
+    for run in range(repeats + 1):
+        started = time.perf_counter()
+        for ids in sources:
+            search(decoder, [ids], opts, config.model)
+        if run:
+            best = min(best, (time.perf_counter() - started) / len(sources))
+    return best

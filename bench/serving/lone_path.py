@@ -16,11 +16,13 @@ answer (translator_queue_wait_seconds and translator_inference_seconds) less the
 the worker's whole request (translator_request_latency_seconds, as its app sees it) less that is the HTTP worker's
 and the round trip's, and the rest of the client's time a request is the client's, the connection's and the HTTP
 server's around the app.
-With --stand-ins each server runs a stand-in for its model, and a request's time is its path, with no engine alone
-to take from it: ours bench.serving.instant_model (each sentence through the batcher, ended at its first step:
-its hand-offs and one step of the search, which the engine alone would count, are in our path), LibreTranslate's
-bench/serving/ct2_stand_in (CTranslate2's Translator gives the source tokens back at once: Argos Translate's
-sentence splitting and its tokenizer's work are in its path). Neither engine's speed on this CPU then weighs in.
+With --stand-ins each server runs a stand-in for its model: ours bench.serving.instant_model (each sentence through
+the batcher, ended at its first step), LibreTranslate's bench/serving/ct2_stand_in (CTranslate2's Translator gives
+the source tokens back at once: Argos Translate's sentence splitting and its tokenizer's work are in its path).
+Neither engine's speed on this CPU then weighs in. What an engine alone would do of a stand-in's work is taken from
+its request's time as above: for ours the search of that one step (instant_model.search_alone: core.search.search
+over the stand-in's decoder, one sentence at a time, the ids made beforehand), whose bookkeeping an engine alone
+does too; for LibreTranslate's nothing, its stand-in searching nothing. The tokenizers' work stays in both paths.
 Reported: medians over rounds, written to bench/results/lone-path.{json,md} (with --stand-ins,
 lone-path-stand-ins.{json,md}).
 """
@@ -46,6 +48,7 @@ from bench.common.sentences import multi30k_sentences
 from bench.common.timing import rotation
 from bench.serving import argos
 from bench.serving.frontend import STAND_IN_BATCHED, stand_in_service
+from bench.serving.instant_model import search_alone
 from bench.serving.loadgen import run_load
 from bench.serving.servers import add_server_arguments, running, running_libretranslate
 from core.search import SearchOptions
@@ -105,6 +108,15 @@ def alone(engine: EngineProcess, sentences: list[str], opts: SearchOptions) -> f
     return 1000 * engine.run(sentences, opts, 1, in_order=True)["seconds"] / len(sentences)
 
 
+def alone_ms(name: str, args: argparse.Namespace, engines: dict[str, EngineProcess], sentences: list[str],
+             opts: SearchOptions) -> float:
+    """ms a sentence of a server's engine alone, on the sentences its client sent; with --stand-ins, what an engine
+    alone does of its stand-in's work (see the module's docstring)."""
+    if not args.stand_ins:
+        return alone(engines[name], sentences, opts)
+    return 1000 * search_alone(args.model_dir, sentences, opts) if name == "ours" else 0.0
+
+
 def measure(args: argparse.Namespace, sentences: list[str]) -> list[dict]:
     guards = Settings()  # the service's repetition guards, as its settings' defaults have them
     options = {
@@ -121,8 +133,8 @@ def measure(args: argparse.Namespace, sentences: list[str]) -> list[dict]:
         for round_ in range(args.rounds):
             for name in rotation(list(SERVERS), round_):
                 record = served(name, args, sentences, round_)
-                record["engine_alone_ms"] = (0.0 if args.stand_ins else
-                                             alone(engines[name], sentences[: record["requests"]], options[name]))
+                record["engine_alone_ms"] = alone_ms(name, args, engines, sentences[: record["requests"]],
+                                                     options[name])
                 record["path_ms"] = record["request_ms"] - record["engine_alone_ms"]
                 records.append(record)
                 print(f"round {round_} {name:14s}: {record['request_ms']:.2f} ms a request, its engine alone "
@@ -153,15 +165,18 @@ def markdown(result: dict) -> str:
     ours, theirs = s["ours"], s["libretranslate"]
     search = "greedy" if settings["beam"] == 1 else f"beam {settings['beam']}"
     stand_ins = settings.get("stand_ins", False)
-    alone = (lambda r: "stand-in") if stand_ins else (lambda r: f"{r['engine_alone_ms']:.2f}")  # noqa: E731
+    alone = lambda r: f"{r['engine_alone_ms']:.2f}"  # noqa: E731
     rows = [[name, f"{r['request_ms']:.2f}", alone(r), f"{r['path_ms']:.2f}"]
             for name, r in (("ours", ours), ("libretranslate", theirs))]  # fmt: skip
-    models = ("Each server with a stand-in for its model (bench.serving.lone_path --stand-ins): a request's time is "
-              "its path. " if stand_ins else "")
+    models = ("Each server with a stand-in for its model (bench.serving.lone_path --stand-ins): its engine alone is "
+              "what an engine alone does of the stand-in's work, ours the search of its one step, LibreTranslate's "
+              "none. " if stand_ins else "")
+    raw = (f"\nWith nothing taken from the requests' times (the stand-ins' whole time as the path): "
+           f"{ours['request_ms'] / theirs['request_ms']:.2f}×." if stand_ins else "")
     split = [
-        ["the engine alone (offline, one sentence at a time)", alone(ours)],
-        ["the engine process beyond it: queue, batcher, metrics" + (", one step of the search" if stand_ins else ""),
-         f"{ours['batcher_ms']:.2f}"],
+        ["the engine alone (offline, one sentence at a time" + (": the stand-in's search" if stand_ins else "") + ")",
+         alone(ours)],
+        ["the engine process beyond it: queue, batcher, metrics", f"{ours['batcher_ms']:.2f}"],
         ["the HTTP worker's app beyond its engine's answer, the round trip to the engine",
          f"{ours['worker_and_round_trip_ms']:.2f}"],
         ["the client, the connection and the HTTP server around the app", f"{ours['client_and_http_ms']:.2f}"],
@@ -171,7 +186,7 @@ def markdown(result: dict) -> str:
         f"{settings['precision']}, {search}; one client, {settings['seconds']:g} s a round, {settings['rounds']} "
         "rounds (medians); one test sentence a request.\n\n"
         + markdown_table(["server", "ms a request", "its engine alone, ms a sentence", "the path, ms"], rows)
-        + f"\nOur path over LibreTranslate's: {s['path_ratio']:.2f}×.\n\nOur request, ms:\n\n"
+        + f"\nOur path over LibreTranslate's: {s['path_ratio']:.2f}×.{raw}\n\nOur request, ms:\n\n"
         + markdown_table(["where", "ms"], split)
     )
 
