@@ -165,20 +165,19 @@ def servers(results: list[dict]) -> list[Figure]:
 
 
 def lone_path(results: list[dict]) -> list[Figure]:
-    """A lone request's path (its time less its engine's alone, or its time with stand-ins for both models), ours over
+    """A lone request's path (its time less its engine's alone, both models stood in or not), ours over
     LibreTranslate's against #46's goal (no more), and where ours goes."""
     summary = results[0]["summary"]
     ours, theirs, ratio = summary["ours"], summary["libretranslate"], summary["path_ratio"]
     stand_ins = results[0]["settings"].get("stand_ins", False)
-    path = "a request's time, both models stood in" if stand_ins else "a request's time less its engine's alone"
-    engine_process = "queue, batcher, metrics, one step of the search" if stand_ins else "queue, batcher, metrics"
+    path = "a request's time less its engine's alone" + (", both models stood in" if stand_ins else "")
     return [
         Figure(f"our path ({path}) over LibreTranslate's", times(ratio), verdict("≤ 1×", ratio <= 1)),
         Figure("our path", f"{ours['path_ms']:.2f} ms", f"{times(ratio)} LibreTranslate's"),
         Figure("LibreTranslate's path", f"{theirs['path_ms']:.2f} ms", ""),
         Figure("our request at one client", f"{ours['request_ms']:.2f} ms",
                f"{times(ours['request_ms'] / theirs['request_ms'])} LibreTranslate's"),
-        Figure(f"of it, the engine process beyond the engine alone ({engine_process})",
+        Figure("of it, the engine process beyond the engine alone (queue, batcher, metrics)",
                f"{ours['batcher_ms']:.2f} ms", ""),
         Figure("of it, the HTTP worker's app beyond its engine's answer, and the round trip to the engine",
                f"{ours['worker_and_round_trip_ms']:.2f} ms", ""),
@@ -703,12 +702,12 @@ QUESTIONS = [
         "resident set of each server's whole process tree.",
         "LibreTranslate (#46's goals: ≥ 1.2× a lone client's rate, ≥ 2.5× at 8 and 32 clients)", ("servers.json",),
         servers,
-        "Measured with nothing else running, six rounds, after the decoder step's projections came to read the "
-        "weights in fp16 (a3b13de). The ratio of each round ran from 1.41 to 1.79 at one client, 2.79 to 3.60 at 8 "
-        "and 2.82 to 3.68 at 32: every round meets the goals. Six rounds at ce8f398, before the change, gave 1.21×, "
-        "2.48× and 3.44× (rounds 1.04 to 1.31 at one client, 2.01 to 2.78 at 8); ten at b3ec9c6 1.14×, 2.58× and "
-        "3.38×. The result file was written to a scratch folder and copied in. Each process's RSS counts the pages "
-        "it shares with others.",
+        "Measured with nothing else running, four rounds, after a lone request's path was shortened (4c7ea1a: the "
+        "worker's /translate, the engine's metrics after its answers). The ratio of each round ran from 1.68 to 1.98 "
+        "at one client, 3.16 to 4.34 at 8 and 3.39 to 4.41 at 32: every round meets the goals. Six rounds at e3ef9b9, "
+        "after the decoder step came to read its weights in fp16, gave 1.49×, 3.07× and 3.51× (rounds 1.41 to 1.79 "
+        "at one client); at ce8f398, before that, 1.21×, 2.48× and 3.44×; ten at b3ec9c6 1.14×, 2.58× and 3.38×. "
+        "Each process's RSS counts the pages it shares with others.",
         headline=(0, 1, 2),
     ),
     Question(
@@ -868,25 +867,48 @@ QUESTIONS = [
         "The engines alone translate texts, so their tokenizers' time is in the engine here (ours tokenizes in the "
         "HTTP worker when served). The engines alone run one sentence after another, the served ones after a pause "
         "(the request's time outside the engine), in which the cores' caches and idle threads cool: part of every "
-        "path is that. A path is the difference of two noisy times: our path by round ran from 0.9 to 3.1 ms. "
-        "At 460404a (before the link's changes) it was 4.03 ms against LibreTranslate's 2.31 (1.74×).",
+        "path is that. A path is the difference of two noisy times: by round ours ran from 0.82 to 2.07 ms and "
+        "LibreTranslate's from 0.23 to 2.92, ours the shorter in five rounds of six. Earlier: at bc58e81 2.83 "
+        "against 1.48 ms (1.91×); at 460404a (before the link's changes) 4.03 against 2.31 (1.74×).",
         headline=(0,),
     ),
     Question(
         "A lone request's path against LibreTranslate's, both models stood in",
         "One client, one test sentence a request, each server in turn (2 threads, fp32, greedy), each with a "
-        "stand-in for its model, so that a request's time is its path: ours sends each sentence through the engine's "
-        "batcher, whose decoder ends it at its first step; LibreTranslate's CTranslate2 Translator gives the source "
-        "tokens back at once. Neither engine's speed on this CPU weighs in.",
+        "stand-in for its model: ours sends each sentence through the engine's batcher, whose decoder ends it at its "
+        "first step; LibreTranslate's CTranslate2 Translator gives the source tokens back at once. Neither engine's "
+        "speed on this CPU weighs in. As in the question above, what an engine alone does of that work is taken from "
+        "a request's time: for ours the search of the stand-in's one step (timed offline, one sentence at a time), "
+        "for LibreTranslate's nothing, its stand-in searching nothing.",
         "LibreTranslate's path", ("lone-path-stand-ins.json",), lone_path,
-        "Ours carries one step of the search in Python (the engine alone would count it); LibreTranslate's carries "
-        "Argos Translate's sentence splitting and tokenizing, and ours its tokenizing (the engines alone of the "
-        "question above count those). Our answer is empty, theirs the source again. Measured on the AMD EPYC machine "
-        "that #46's goals name (ours by round 0.96 to 1.10 ms, LibreTranslate's 0.65 to 0.74); the machine's speed "
-        "moves within a run, and the paired comparisons below are what tell a change. Earlier runs: at 80335f3, on "
-        "the Xeon machine, 2.19 against 1.37 ms (1.60×); before the engine's link changed (859daf4) "
-        "2.78 against 1.31 ms (2.12×), and at 30cc8b2 3.34 against 1.28 (2.60×).",
+        "Both paths keep their tokenizers' work (the engines alone of the question above count it), LibreTranslate's "
+        "Argos Translate's sentence splitting too. Our answer is empty, theirs the source again. The search of our "
+        "stand-in's step costs more served than alone (its code cold between requests), and that excess stays in our "
+        "path. By round ours ran from 0.69 to 0.76 ms and LibreTranslate's from 0.64 to 0.75; level in one round of "
+        "six. With nothing taken from the requests' times, as the earlier runs had it (our request at one client "
+        "above): 1.14×. "
+        "Earlier runs, so taken: at 26cefe2 1.04 against 0.71 ms (1.46×); at 80335f3, on the Xeon machine, 2.19 "
+        "against 1.37 ms (1.60×); before the engine's link changed (859daf4) 2.78 against 1.31 ms (2.12×), and at "
+        "30cc8b2 3.34 against 1.28 (2.60×).",
         headline=(0,),
+    ),
+    Question(
+        "A lone request's path: the worker's busiest route, the engine's metrics after its answers",
+        "Against the code before (aee3f57): /translate awaiting its dependencies and writing its JSON itself, "
+        "FastAPI's OpenTelemetry off, a text's derived lists worked out once, the tokenizer's case tags without a "
+        "pass over a lowercase word's letters, the engine answering before it writes a step's metrics and writing "
+        "the decoder steps' measures once the batch empties (or once a second). Both checkouts served at once, one "
+        "client alternating between them a request at a time (bench.serving.checkouts --paired): the shipped model, "
+        "then the stand-in models whose sentences go through the batcher.",
+        "the code before", ("lone-paired-path.json", "lone-paired-path-stand-ins.json"), checkouts,
+        "Three rounds each, every round's p50 lower on this checkout: by 0.23 to 0.32 ms with the shipped model, by "
+        "0.09 to 0.10 ms with the stand-ins. Measured change by change in the same way (each against the one before, "
+        "3 rounds): the batcher's measures written once the batch empties 0.988× with the shipped model; writing the "
+        "head and body of an answer in one send (tried, not kept) 1.005×, and in one send at the end of the event "
+        "loop's turn 1.036×; the client's hang-up told by the HTTP server rather than watched by a task (tried, not "
+        "kept) 0.999×, with the stand-ins. In one process, the worker's app alone (the echo model, direct ASGI calls, "
+        "instructions a request counted by callgrind, which vary by about 2 % from run to run): 1.91 million at "
+        "aee3f57, about 1.5 million after.",
     ),
     Question(
         "A lone request's path: a Unix socket to the engine, answered from the batcher's thread",
