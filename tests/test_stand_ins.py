@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.serving.instant_model import instant_model
+from bench.serving.instant_model import instant_model, search_alone
 from bench.serving.servers import CT2_STAND_IN
 from core.search import SearchOptions
 from service.metrics import Metrics
@@ -38,6 +38,14 @@ def test_the_instant_model_ends_a_greedy_sentence_at_the_batchers_first_step(tin
     assert steps == 1
     _, beams, _ = translated([[9, 10, 3]], SearchOptions(beam_size=4))
     assert beams[0][0].tokens == []  # a beam's best ends at once too; the other beams take a step more
+
+
+def test_the_stand_ins_search_alone_is_timed_per_sentence(tiny_models_dir: Path):
+    """What bench.serving.lone_path takes from our stand-in's request time: the seconds of a sentence's search, more
+    than nothing and far less than a second."""
+    seconds = search_alone(tiny_models_dir / "en-de", ["A dog runs.", "The cat sleeps on the sofa."], SearchOptions(),
+                           repeats=1)
+    assert 0 < seconds < 0.1
 
 
 def test_the_ctranslate2_stand_in_gives_the_source_tokens_back():
