@@ -48,8 +48,8 @@ async def translate(request: Request) -> Response:
     """Translate q from source to target (LibreTranslate's API); parameters as JSON, form or query string.
 
     The service's busiest route awaits its dependencies itself rather than declaring them (Depends), and writes its
-    answer without FastAPI validating it again: for a short sentence both cost more than its tokenizing
-    (BENCHMARKS.md, "A lone request's path")."""
+    answer without FastAPI validating it again: on a short sentence, both were a share of the worker's time to
+    notice (BENCHMARKS.md, "A lone request's path: the worker's busiest route")."""
     p = await pipeline(request)
     values = await early_params(request)
 
