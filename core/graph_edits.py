@@ -12,6 +12,11 @@ def attribute_value(node: onnx.NodeProto, name: str):
     return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), None)
 
 
+def node_producers(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
+    """The node that writes each name (its subgraphs' not counted)."""
+    return {name: node for node in graph.node for name in node.output}
+
+
 def node_readers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
     """The nodes that read each name, in the graph's order (its subgraphs' not counted)."""
     readers: dict[str, list[onnx.NodeProto]] = {}

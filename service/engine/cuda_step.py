@@ -29,7 +29,7 @@ import onnxruntime as ort
 from onnx import NodeProto, helper, shape_inference
 
 from core.folder import NUMPY_TYPES, GraphIO
-from core.graph_edits import attribute_value, node_readers
+from core.graph_edits import attribute_value, node_producers, node_readers
 
 MS_DOMAIN = "com.microsoft"
 DEFAULT_EPSILON = 1e-5  # LayerNormalization's
@@ -42,7 +42,7 @@ def with_skip_layer_norms(model: onnx.ModelProto) -> onnx.ModelProto:
     graph = model.graph
     shapes = tensor_shapes(model)
     weights = {w.name: w for w in graph.initializer}
-    producer = {out: node for node in graph.node for out in node.output}
+    producer = node_producers(graph)
     readers = node_readers(graph)
     outputs = {x.name for x in graph.output}
 

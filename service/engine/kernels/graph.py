@@ -32,7 +32,7 @@ import onnx
 from onnx import NodeProto, helper, numpy_helper
 
 from core.folder import GraphIO
-from core.graph_edits import attribute_value, node_readers
+from core.graph_edits import attribute_value, node_producers, node_readers
 from service.engine.kernels import CROSS_FROM, DOMAIN, SLOT_ROWS, KernelsRefused
 
 DEFAULT_EPSILON = 1e-5  # LayerNormalization's, where the node names none
@@ -43,7 +43,7 @@ def with_kernels(model: onnx.ModelProto, half_weights: bool = False) -> onnx.Mod
     before it, and the top-k; with `half_weights` (this CPU runs ours.HalfGemm), its fp16 projections too. Its other
     weights are left where they are (in the graph, or beside it in external data)."""
     graph = model.graph
-    producer = {out: node for node in graph.node for out in node.output}
+    producer = node_producers(graph)
     inputs = {x.name for x in graph.input}
     replaced: dict[str, NodeProto | None] = {}  # a node, by its first output -> its replacement, None where it goes
 
@@ -94,7 +94,7 @@ def with_kernels(model: onnx.ModelProto, half_weights: bool = False) -> onnx.Mod
 def with_half_weights(model: onnx.ModelProto) -> onnx.ModelProto | None:
     """A graph (the encoder) rewritten in place with its fp16 projections as ours.HalfGemm (half_projections), or
     None where it has none."""
-    replaced = half_projections(model.graph, {out: node for node in model.graph.node for out in node.output})
+    replaced = half_projections(model.graph, node_producers(model.graph))
     if not replaced:
         return None
     replace(model, replaced)
