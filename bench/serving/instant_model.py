@@ -18,6 +18,7 @@ import numpy as np
 from core.folder import FolderConfig, ModelConfig
 from core.search import SearchOptions, StepPlan, search
 from core.tokenizer import load_tokenizer
+from core.translate import source_ids
 from service.engine.batcher import Batcher
 from service.engine.engine import engine_config
 from service.metrics import Metrics
@@ -75,7 +76,7 @@ def search_alone(folder: Path, sentences: list[str], opts: SearchOptions, repeat
     sentences' ids made beforehand. The least of `repeats` runs, after one to warm up."""
     config = FolderConfig.load(folder)
     tokenizer = load_tokenizer(folder, config.tokenizer, config.model.case_tags)
-    sources = config.model.source_ids(tokenizer.encode(sentences))
+    sources = source_ids(tokenizer, config.model, sentences)
     decoder, best = InstantDecoder(config.model), float("inf")
     for run in range(repeats + 1):
         started = time.perf_counter()
