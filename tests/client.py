@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -44,12 +45,18 @@ def metrics(url: str) -> dict[tuple[str, frozenset], float]:
 DECODED = ("translator_inference_seconds_count", frozenset({("stage", "decode")}))
 
 
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.05)
+
+
 def metrics_after(url: str, before: dict[tuple[str, frozenset], float], sentences: int,
                   timeout: float = 10.0) -> dict[tuple[str, frozenset], float]:
     """metrics() once the engine has kept those of `sentences` more decoded sentences than `before` holds: it keeps a
     step's metrics just after the step's answers, so they may reach /metrics a moment after the responses."""
-    deadline = time.monotonic() + timeout
-    while (after := metrics(url)).get(DECODED, 0.0) < before.get(DECODED, 0.0) + sentences:
-        assert time.monotonic() < deadline, f"the metrics of {sentences} decoded sentences never came"
-        time.sleep(0.01)
-    return after
+    decoded = before.get(DECODED, 0.0) + sentences
+    wait_until(lambda: metrics(url).get(DECODED, 0.0) >= decoded, timeout,
+               f"the metrics of {sentences} decoded sentences")
+    return metrics(url)

@@ -16,12 +16,12 @@ import socket
 import threading
 import time
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from client import JSON, TIMEOUT, assert_error, body, metrics, translate
+from client import JSON, TIMEOUT, assert_error, body, metrics, translate, wait_until
 
 from service.launch import RunningService, running_service
 
@@ -114,13 +114,6 @@ def submitted_sentences(url: str) -> float:
     samples = metrics(url)
     started = samples.get(("translator_queue_wait_seconds_count", frozenset()), 0.0)
     return started + sum(value for (name, _), value in samples.items() if name == "translator_queue_depth")
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.05)
 
 
 def resident_bytes(pid: int) -> int:

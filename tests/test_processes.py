@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from client import TIMEOUT, assert_error, body, metrics, translate
+from client import TIMEOUT, assert_error, body, metrics, translate, wait_until
 
 from service.launch import RunningService, running_service
 
@@ -40,13 +40,6 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
     except FileNotFoundError:
         return False
-
-
-def wait_until(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
 
 
 def processes(service: RunningService) -> tuple[int, list[int]]:
